@@ -1,0 +1,125 @@
+"""Statements: a closed union of frozen, slotted dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias, Union
+
+from .expr import Expr
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+@dataclass(frozen=True, slots=True)
+class Let:
+    """Bind a new local ``name`` in the current scope (no duplicate in one scope)."""
+
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """Overwrite a local bound by ``Let`` (not a loop variable); same type."""
+
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """``buffer[index] = value``; a store out of bounds does nothing."""
+
+    buffer: str
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    cond: Expr
+    then: tuple[Node, ...]
+    otherwise: tuple[Node, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """``for var in [start, end)`` over u32; bounds evaluated once; empty when end <= start."""
+
+    var: str
+    start: Expr
+    end: Expr
+    body: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A nested scope."""
+
+    body: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """Synchronise the invocations of one workgroup (workgroup memory becomes visible)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Return:
+    """End this invocation."""
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """A scope labelled with the generator that produced it (debug and provenance only)."""
+
+    generator: str
+    body: tuple[Node, ...]
+
+
+Node: TypeAlias = Union[Let, Assign, Store, If, Loop, Block, Barrier, Return, Region]
+NODE_TYPES: tuple[type, ...] = (Let, Assign, Store, If, Loop, Block, Barrier, Return, Region)
+
+
+def node_exprs(n: Node) -> Iterator[Expr]:
+    """Expressions held directly by ``n`` (not those of nested statements)."""
+    match n:
+        case Let(_, v) | Assign(_, v):
+            yield v
+        case Store(_, i, v):
+            yield i
+            yield v
+        case If(c, _, _):
+            yield c
+        case Loop(_, s, e, _):
+            yield s
+            yield e
+        case Block() | Barrier() | Return() | Region():
+            return
+        case _:
+            raise TypeError(f"not a vyre node: {n!r}")
+
+
+def node_children(n: Node) -> Iterator[tuple[Node, ...]]:
+    """Nested statement lists of ``n``."""
+    match n:
+        case If(_, then, otherwise):
+            yield then
+            yield otherwise
+        case Loop(_, _, _, body) | Block(body) | Region(_, body):
+            yield body
+        case Let() | Assign() | Store() | Barrier() | Return():
+            return
+        case _:
+            raise TypeError(f"not a vyre node: {n!r}")
+
+
+def walk_nodes(body: tuple[Node, ...]) -> Iterator[Node]:
+    """Pre-order walk of every statement in ``body``."""
+    stack = list(reversed(body))
+    while stack:
+        n = stack.pop()
+        yield n
+        for sub in reversed(list(node_children(n))):
+            stack.extend(reversed(sub))
