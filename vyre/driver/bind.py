@@ -1,0 +1,95 @@
+"""Binding caller arrays to a program's buffers: the checks every backend shares.
+
+Rules (docs/semantics.md, "Memory"): every storage buffer is bound to a 1-D view of a C-contiguous
+array of exactly the element dtype; nothing is converted or truncated. A buffer the caller leaves out
+is allocated zero-filled when the program writes it and declares a ``count``; a read-only buffer
+that is left out is an error. Arrays given for written buffers are written in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import DispatchError, VyreError
+from ..ir import BufferDecl, Program
+
+
+def check_names(program: Program, names: list[str], err: type[VyreError] = DispatchError) -> None:
+    known = {b.name: b for b in program.buffers}
+    for name in names:
+        if not isinstance(name, str):
+            raise err(f"buffer names must be str, got {name!r}. Fix: key inputs by buffer name")
+        b = known.get(name)
+        if b is None:
+            raise err(
+                f"unknown buffer {name!r}; the program declares {sorted(known)}. "
+                "Fix: pass arrays only for declared buffers"
+            )
+        if b.is_workgroup:
+            raise err(
+                f"buffer {name!r} is workgroup memory, which lives on the device per workgroup. "
+                "Fix: do not pass an array for it"
+            )
+
+
+def storage_buffers(program: Program) -> list[BufferDecl]:
+    return [b for b in program.buffers if not b.is_workgroup]
+
+
+def check_host_array(decl: BufferDecl, arr: Any, err: type[VyreError] = DispatchError) -> np.ndarray:
+    """Validate one host array for ``decl`` and return its flat view (no copy)."""
+    if not isinstance(arr, np.ndarray):
+        raise err(
+            f"buffer {decl.name!r} got a {type(arr).__name__}, expected a numpy array of "
+            f"{decl.element.np_dtype}. Fix: pass np.asarray(value, dtype=np.{decl.element.np_dtype})"
+        )
+    if arr.dtype != decl.element.np_dtype:
+        raise err(
+            f"buffer {decl.name!r} has dtype {arr.dtype}, expected {decl.element.np_dtype} "
+            f"({decl.element.short}). Fix: convert explicitly with .astype(np.{decl.element.np_dtype})"
+        )
+    if not arr.flags.c_contiguous:
+        raise err(
+            f"buffer {decl.name!r} is not C-contiguous. Fix: pass np.ascontiguousarray(array)"
+        )
+    flat = arr.reshape(-1)
+    if decl.count and flat.size != decl.count:
+        raise err(
+            f"buffer {decl.name!r} has {flat.size} elements, the program declares {decl.count}. "
+            "Fix: pass an array of the declared length"
+        )
+    if flat.size >= 2**32:
+        raise err(f"buffer {decl.name!r} has {flat.size} elements; indices are u32. Fix: split the work")
+    if decl.access.writable and not arr.flags.writeable:
+        raise err(
+            f"buffer {decl.name!r} is written by the program but the array is read-only. "
+            "Fix: pass a writable array (for example array.copy())"
+        )
+    return flat
+
+
+def bind_host_arrays(
+    program: Program, inputs: Mapping[str, Any], err: type[VyreError] = DispatchError
+) -> dict[str, np.ndarray]:
+    """Map every storage buffer of ``program`` to a flat numpy array (see module docs)."""
+    if not isinstance(inputs, Mapping):
+        raise err(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
+                  "Fix: pass a dict like {'x': x}")
+    check_names(program, list(inputs), err)
+    out: dict[str, np.ndarray] = {}
+    for decl in storage_buffers(program):
+        if decl.name in inputs:
+            out[decl.name] = check_host_array(decl, inputs[decl.name], err)
+        elif decl.access.writable and decl.count > 0:
+            out[decl.name] = np.zeros(decl.count, dtype=decl.element.np_dtype)
+        elif decl.access.writable:
+            raise err(
+                f"output buffer {decl.name!r} was not passed and declares no count, so its length "
+                f"is unknown. Fix: pass an array for it or declare .with_count(n)"
+            )
+        else:
+            raise err(f"missing input buffer {decl.name!r}. Fix: pass an array for it")
+    return out
