@@ -1,0 +1,118 @@
+"""Timers the tuner measures candidates with.
+
+A :class:`BackendTimer` maps one candidate configuration to elapsed nanoseconds. Errors a timer
+raises stop a sweep (the instrumentation itself is broken); a candidate that merely fails to
+launch should score ``math.inf`` instead, which :class:`SafeTimer` arranges around any timer.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from ..errors import TunerError
+
+__all__ = ["BackendTimer", "CallableTimer", "CudaEventTimer", "PerfCounterTimer", "SafeTimer"]
+
+C_contra = TypeVar("C_contra", contravariant=True)
+C = TypeVar("C")
+
+
+class BackendTimer(Protocol[C_contra]):
+    """Measure one candidate; return elapsed nanoseconds (``math.inf`` for a failed candidate)."""
+
+    def time_ns(self, candidate: C_contra) -> float: ...
+
+
+def _check_counts(warmup: int, repeats: int) -> None:
+    if warmup < 0 or repeats < 1:
+        raise TunerError(
+            f"timer needs warmup >= 0 and repeats >= 1, found warmup={warmup}, repeats={repeats}. "
+            "Fix: use e.g. warmup=1, repeats=5."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CallableTimer(Generic[C]):
+    """Adapt a plain ``f(candidate) -> ns`` (a model, a table lookup) to :class:`BackendTimer`."""
+
+    fn: Callable[[C], float]
+
+    def time_ns(self, candidate: C) -> float:
+        return float(self.fn(candidate))
+
+
+@dataclass(frozen=True, slots=True)
+class PerfCounterTimer(Generic[C]):
+    """CPU wall time: ``fn(candidate)`` runs ``warmup`` times untimed (compilation, caches), then
+    ``repeats`` timed runs; the result is the median of their ``perf_counter_ns`` durations."""
+
+    fn: Callable[[C], object]
+    warmup: int = 1
+    repeats: int = 5
+
+    def __post_init__(self) -> None:
+        _check_counts(self.warmup, self.repeats)
+
+    def time_ns(self, candidate: C) -> float:
+        for _ in range(self.warmup):
+            self.fn(candidate)
+        runs = []
+        for _ in range(self.repeats):
+            start = time.perf_counter_ns()
+            self.fn(candidate)
+            runs.append(time.perf_counter_ns() - start)
+        return float(statistics.median(runs))
+
+
+@dataclass(frozen=True, slots=True)
+class CudaEventTimer(Generic[C]):
+    """GPU time between two CUDA events recorded around ``fn(candidate)`` on ``stream`` (default:
+    the default stream). ``fn`` must enqueue its launch on that stream. Median of ``repeats``."""
+
+    fn: Callable[[C], object]
+    warmup: int = 1
+    repeats: int = 5
+    stream: Any = None
+
+    def __post_init__(self) -> None:
+        _check_counts(self.warmup, self.repeats)
+
+    def time_ns(self, candidate: C) -> float:
+        from numba import cuda  # deferred: importing numba.cuda is slow and needs the CUDA extra
+
+        stream = self.stream if self.stream is not None else cuda.default_stream()
+        for _ in range(self.warmup):
+            self.fn(candidate)
+        stream.synchronize()
+        runs = []
+        for _ in range(self.repeats):
+            start, stop = cuda.event(), cuda.event()  # timing events by default
+            start.record(stream)
+            self.fn(candidate)
+            stop.record(stream)
+            stop.synchronize()
+            runs.append(cuda.event_elapsed_time(start, stop) * 1e6)  # ms -> ns
+        return float(statistics.median(runs))
+
+
+@dataclass(slots=True)
+class SafeTimer(Generic[C]):
+    """Wrap a timer so a candidate whose launch raises one of ``catch`` scores ``math.inf``
+    instead of aborting the sweep. Failures are kept in ``failures`` for diagnostics."""
+
+    inner: BackendTimer[C]
+    catch: tuple[type[BaseException], ...] = (Exception,)
+    failures: list[tuple[C, BaseException]] = field(default_factory=list)
+
+    def time_ns(self, candidate: C) -> float:
+        try:
+            t = float(self.inner.time_ns(candidate))
+        except self.catch as e:
+            self.failures.append((candidate, e))
+            return math.inf
+        return t if not math.isnan(t) else math.inf

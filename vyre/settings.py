@@ -1,0 +1,139 @@
+"""Typed view of the environment variables vyre reads. The only module that touches ``os.environ``.
+
+==================  =====================================================================
+variable            meaning
+==================  =====================================================================
+``VYRE_BACKEND``    backend the dispatcher should use (lower-cased; parsed by the driver)
+``VYRE_AUTOTUNER``  tuner :class:`Mode`: ``on``, ``natural``/``ng``, ``off``/``default``;
+                    unset or unknown -> the production default, natural gradient
+``VYRE_CACHE_DIR``  root of every vyre disk cache (kernels, tuner decisions)
+``XDG_CACHE_HOME``  used as ``$XDG_CACHE_HOME/vyre`` when ``VYRE_CACHE_DIR`` is unset
+``HOME``            used as ``~/.cache/vyre`` when neither of the above is set
+==================  =====================================================================
+
+Read the environment once with :func:`read_settings` (or pass a mapping in tests); every field is
+already parsed, so callers never compare raw strings.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["AUTOTUNER_ENV", "Mode", "Settings", "cache_root", "read_settings"]
+
+AUTOTUNER_ENV = "VYRE_AUTOTUNER"
+BACKEND_ENV = "VYRE_BACKEND"
+CACHE_DIR_ENV = "VYRE_CACHE_DIR"
+XDG_CACHE_HOME_ENV = "XDG_CACHE_HOME"
+HOME_ENV = "HOME"
+
+
+class Mode(enum.Enum):
+    """Tuner runtime mode (the seed's ``Mode``)."""
+
+    #: Sweep candidate sizes on first dispatch and record the fastest.
+    ON = "on"
+    #: Probe candidates chosen by the Fisher-preconditioned policy (production default).
+    NATURAL_GRADIENT = "natural"
+    #: Use cached decisions when present, otherwise the default workgroup (deterministic bisects).
+    OFF_USE_DEFAULT = "off"
+
+    @staticmethod
+    def production_default() -> Mode:
+        return Mode.NATURAL_GRADIENT
+
+    @staticmethod
+    def from_env_value(value: str | None) -> Mode:
+        """Parse a ``VYRE_AUTOTUNER`` value; ``None`` (unset) and unknown values give the default.
+
+        An unknown value also warns, since a typo such as ``of`` would otherwise silently keep the
+        tuner on."""
+        if value is None:
+            return Mode.production_default()
+        mode = _MODE_BY_VALUE.get(value.strip().lower())
+        if mode is None:
+            warnings.warn(
+                f"{AUTOTUNER_ENV}={value!r} is not a known tuner mode (expected one of "
+                f"{', '.join(sorted(_MODE_BY_VALUE))}); using "
+                f"{Mode.production_default().value!r}. Fix: set {AUTOTUNER_ENV} to one of those "
+                "values or unset it.",
+                stacklevel=2,
+            )
+            return Mode.production_default()
+        return mode
+
+    @staticmethod
+    def from_env(environ: Mapping[str, str] | None = None) -> Mode:
+        env = os.environ if environ is None else environ
+        return Mode.from_env_value(env.get(AUTOTUNER_ENV))
+
+
+# One row per accepted spelling (the seed's table).
+_MODE_BY_VALUE: dict[str, Mode] = {
+    "on": Mode.ON,
+    "natural": Mode.NATURAL_GRADIENT,
+    "ng": Mode.NATURAL_GRADIENT,
+    "off": Mode.OFF_USE_DEFAULT,
+    "default": Mode.OFF_USE_DEFAULT,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything vyre takes from the environment, parsed."""
+
+    backend: str | None
+    autotuner: Mode
+    cache_dir: Path | None
+    xdg_cache_home: Path | None
+    home: Path
+
+    def cache_root(self) -> Path:
+        """``$VYRE_CACHE_DIR``, else ``$XDG_CACHE_HOME/vyre``, else ``~/.cache/vyre``."""
+        if self.cache_dir is not None:
+            return self.cache_dir
+        if self.xdg_cache_home is not None:
+            return self.xdg_cache_home / "vyre"
+        return self.home / ".cache" / "vyre"
+
+
+def _nonempty(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    return value if value else None
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    home = _nonempty(env, HOME_ENV)
+    if home is not None:
+        return Path(home)
+    try:
+        return Path.home()
+    except RuntimeError:  # no HOME and no passwd entry: the seed falls back to the working directory
+        return Path(".")
+
+
+def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Parse the environment (``os.environ`` unless a mapping is given)."""
+    env = os.environ if environ is None else environ
+    backend = _nonempty(env, BACKEND_ENV)
+    cache_dir = _nonempty(env, CACHE_DIR_ENV)
+    xdg = _nonempty(env, XDG_CACHE_HOME_ENV)
+    # The XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
+    xdg_path = Path(xdg) if xdg is not None and os.path.isabs(xdg) else None
+    return Settings(
+        backend=backend.strip().lower() if backend is not None else None,
+        autotuner=Mode.from_env_value(env.get(AUTOTUNER_ENV)),
+        cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else None,
+        xdg_cache_home=xdg_path,
+        home=_home(env),
+    )
+
+
+def cache_root(settings: Settings | None = None) -> Path:
+    """Root directory of vyre's disk caches, from ``settings`` or the current environment."""
+    return (settings if settings is not None else read_settings()).cache_root()
