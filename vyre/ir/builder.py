@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .expr import (
-    Atomic, BinOp, BufLen, Call, Cast, Expr, ExprLike, Fma, InvocationId, LitBool, LitF32, LitF64,
+    Atomic, BinOp, BufLen, Call, Cast, ExprLike, Fma, InvocationId, LitBool, LitF32, LitF64,
     LitI32, LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce,
     SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, as_expr, static_type,
 )

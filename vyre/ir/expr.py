@@ -290,11 +290,11 @@ class Call(_ExprOps):
     args: tuple[Expr, ...]
 
 
-Expr: TypeAlias = Union[
-    LitBool, LitI32, LitU32, LitF32, LitF64, Var, Load, BufLen, InvocationId, WorkgroupId, LocalId,
-    SubgroupLocalId, SubgroupSize, BinOp, UnOp, Select, Cast, Fma, Atomic, SubgroupBallot,
-    SubgroupShuffle, SubgroupReduce, Call,
-]
+Expr: TypeAlias = (
+    LitBool | LitI32 | LitU32 | LitF32 | LitF64 | Var | Load | BufLen | InvocationId | WorkgroupId
+    | LocalId | SubgroupLocalId | SubgroupSize | BinOp | UnOp | Select | Cast | Fma | Atomic
+    | SubgroupBallot | SubgroupShuffle | SubgroupReduce | Call
+)
 EXPR_TYPES: tuple[type, ...] = (
     LitBool, LitI32, LitU32, LitF32, LitF64, Var, Load, BufLen, InvocationId, WorkgroupId, LocalId,
     SubgroupLocalId, SubgroupSize, BinOp, UnOp, Select, Cast, Fma, Atomic, SubgroupBallot,

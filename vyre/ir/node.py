@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias, Union
+from typing import TYPE_CHECKING, TypeAlias
 
 from .expr import Expr
 
@@ -78,7 +78,7 @@ class Region:
     body: tuple[Node, ...]
 
 
-Node: TypeAlias = Union[Let, Assign, Store, If, Loop, Block, Barrier, Return, Region]
+Node: TypeAlias = Let | Assign | Store | If | Loop | Block | Barrier | Return | Region
 NODE_TYPES: tuple[type, ...] = (Let, Assign, Store, If, Loop, Block, Barrier, Return, Region)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .expr import Expr, ExprLike, FunctionDef, Load, as_expr
+from .expr import ExprLike, FunctionDef, Load, as_expr
 from .node import Node
 from .types import DataType
 
@@ -106,7 +106,7 @@ class Program:
     ) -> Program:
         """Build a program from lists; functions default to those its calls name in the registry."""
         wg = (workgroup_size,) if isinstance(workgroup_size, int) else tuple(workgroup_size)
-        wg3 = (tuple(int(v) for v in wg) + (1, 1, 1))[:3]
+        wg3 = (*(int(v) for v in wg), 1, 1, 1)[:3]
         body = tuple(entry)
         if functions is None:
             from .functions import functions_for

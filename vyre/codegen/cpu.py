@@ -1,0 +1,313 @@
+"""CPU target: numba ``njit`` kernels that emulate the GPU execution model.
+
+Three shapes, chosen from the program:
+- *independent* (no barriers, no subgroup ops): one function per invocation, called for every lane
+  of every workgroup; workgroups run in parallel (``prange``) unless the program uses atomics, in which
+  case they run serially so that plain read-modify-writes are atomic;
+- *lockstep* (barriers or subgroup ops): the body is split at the synchronisation points, which
+  validation only allows at uniform points. Each straight-line stretch becomes a *segment* function
+  run for every lane before the next stretch starts (that is the barrier); locals bound at uniform
+  points live in per-lane arrays; subgroup operations are computed across the lane arrays between
+  segments; uniform loops containing synchronisation become loops around segments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..errors import CodegenError
+from ..ir import (
+    Atomic, AtomicOp, Barrier, Block, DataType, Expr, Let, Loop, Node, Program, Region,
+    SubgroupBallot, SubgroupReduce, SubgroupShuffle, walk_nodes,
+)
+from .emit import CODEGEN_VERSION, Binding, Emitter, uses
+from .inline import inline_calls
+from .ops import BINOP_EMIT, CTOR
+from .prelude import PRELUDE
+
+_ATOMIC_RMW: dict[AtomicOp, str] = {
+    AtomicOp.ADD: "old + v",
+    AtomicOp.MIN: "min(old, v)",
+    AtomicOp.MAX: "max(old, v)",
+    AtomicOp.AND: "old & v",
+    AtomicOp.OR: "old | v",
+    AtomicOp.XOR: "old ^ v",
+    AtomicOp.EXCHANGE: "v",
+}
+
+CPU_PRELUDE = "\n".join(
+    f'''
+@_dev
+def _vy_at_{op.name.lower()}(b, i, v, zero):
+    if i < b.shape[0]:
+        old = b[i]
+        b[i] = {rmw}
+        return old
+    return zero
+''' for op, rmw in _ATOMIC_RMW.items()
+) + '''
+@_dev
+def _vy_at_compare_exchange(b, i, expected, v, zero):
+    if i < b.shape[0]:
+        old = b[i]
+        if old == expected:
+            b[i] = v
+        return old
+    return zero
+
+
+@_dev
+def _vy_fmod(a, b):
+    return np.fmod(a, b)
+'''
+
+
+@dataclass
+class CpuTarget:
+    name: str = "cpu"
+
+    def id_src(self, kind: str, axis: int) -> str:
+        return "_lane" if kind == "lane" else f"_{kind}{axis}"
+
+    def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
+               expected: str | None, zero: str) -> str:
+        if op is AtomicOp.COMPARE_EXCHANGE:
+            return f"_vy_at_compare_exchange({buf}, {idx}, {expected}, {val}, {zero})"
+        return f"_vy_at_{op.name.lower()}({buf}, {idx}, {val}, {zero})"
+
+    def barrier(self) -> list[str]:
+        raise CodegenError("Barrier reached the per-invocation CPU emitter (internal). Fix: report this bug")
+
+    def ret(self) -> list[str]:
+        return ["return True"]
+
+    def subgroup(self, e: Expr, dest: str, t: DataType, operand: Callable[[Expr], str],
+                 operand_type: DataType, fresh: Callable[[str], str]) -> list[str]:
+        raise CodegenError("subgroup op reached the per-invocation CPU emitter (internal). Fix: report this bug")
+
+
+def _sig(program: Program) -> str:
+    args = [f"{CTOR[b.element]}[::1]" for b in program.buffers if not b.is_workgroup]
+    return "void(" + ", ".join([*args, "int64", "int64", "int64"]) + ")"
+
+
+def _is_sync(n: Node) -> bool:
+    """Does ``n`` contain a barrier or a subgroup op?"""
+    for m in walk_nodes((n,)):
+        if isinstance(m, Barrier):
+            return True
+        if isinstance(m, Let) and isinstance(m.value, (SubgroupBallot, SubgroupShuffle, SubgroupReduce)):
+            return True
+    return False
+
+
+def _ids(em: Emitter, indent: int, wg: tuple[int, int, int]) -> None:
+    wx, wy, _ = wg
+    em.emit(indent, f"_lid0 = uint32(_l % {wx})")
+    em.emit(indent, f"_lid1 = uint32((_l // {wx}) % {wy})")
+    em.emit(indent, f"_lid2 = uint32(_l // {wx * wy})")
+    for a in range(3):
+        em.emit(indent, f"_gid{a} = uint32(_wg{a} * uint32({wg[a]}) + _lid{a})")
+    em.emit(indent, "_lane = uint32(_l & 31)")
+
+
+@dataclass
+class _Lockstep:
+    """Builds the lockstep (barrier / subgroup) form."""
+
+    program: Program
+    em: Emitter
+    params: str  # buffers and workgroup arrays, comma separated
+    segments: list[list[str]] = field(default_factory=list)
+    lane_arrays: list[tuple[str, DataType]] = field(default_factory=list)
+    loop_vars: list[str] = field(default_factory=list)
+    seg_loops: list[list[str]] = field(default_factory=list)
+
+    def lane_array(self, name: str, t: DataType, scope: dict[str, Binding]) -> str:
+        arr = self.em.fresh("la") + "_" + name
+        self.lane_arrays.append((arr, t))
+        scope[name] = Binding(f"{arr}[_l]", t)
+        return arr
+
+    def segment(self, stmts: list[Node], scope: dict[str, Binding], indent: int) -> None:
+        """Emit a call running ``stmts`` for every lane (a segment function holds the body)."""
+        em = self.em
+        outer_lines = em.lines
+        k = len(self.segments)
+        em.lines = []
+        for n in stmts:
+            if isinstance(n, Let):
+                t = em.type_of(n.value, scope)
+                rhs = em.atomic(n.value, scope) if isinstance(n.value, Atomic) else em.expr(n.value, scope)
+                arr = self.lane_array(n.name, t, scope)
+                em.emit(1, f"{arr}[_l] = {rhs}")
+            else:
+                em.stmt(n, scope, 1)
+        body = em.lines
+        em.lines = outer_lines
+        self.segments.append(body)
+        self.seg_loops.append(list(self.loop_vars))
+        em.emit(indent, "_r = False")
+        em.emit(indent, f"for _l in range({self.program.workgroup_invocations}):")
+        em.emit(indent + 1, f"if _vy_seg{k}(_l, _wg0, _wg1, _wg2, {self.params}, {{LANE}}{self.loop_args()}):")
+        em.emit(indent + 2, "_r = True")
+        em.emit(indent, "if _r:")
+        em.emit(indent + 1, "return")
+
+    def loop_args(self) -> str:
+        return "".join(f", {v}" for v in self.loop_vars)
+
+    def subgroup(self, n: Let, scope: dict[str, Binding], indent: int) -> None:
+        em = self.em
+        v = n.value
+        operand = v.cond if isinstance(v, SubgroupBallot) else v.value  # type: ignore[union-attr]
+        t = em.type_of(v, scope)
+        ot = em.type_of(operand, scope)
+        op_name = em.fresh("_sgop")
+        stmts: list[Node] = [Let(op_name, operand)]
+        lane_name = em.fresh("_sglane")
+        if isinstance(v, SubgroupShuffle):
+            stmts.append(Let(lane_name, v.lane))
+        self.segment(stmts, scope, indent)
+        src = scope[op_name].src.removesuffix("[_l]")
+        dest = self.lane_array(n.name, t, scope)
+        wg = self.program.workgroup_invocations
+        em.emit(indent, f"for _s in range({wg // 32}):")
+        em.emit(indent + 1, "_b = _s * 32")
+        match v:
+            case SubgroupReduce(op, _):
+                em.emit(indent + 1, f"_acc = {src}[_b]")
+                em.emit(indent + 1, "for _k in range(1, 32):")
+                em.emit(indent + 2, f"_acc = {BINOP_EMIT[op](ot, '_acc', f'{src}[_b + _k]')}")
+                em.emit(indent + 1, "for _k in range(32):")
+                em.emit(indent + 2, f"{dest}[_b + _k] = _acc")
+            case SubgroupBallot():
+                em.emit(indent + 1, "_acc = int64(0)")
+                em.emit(indent + 1, "for _k in range(32):")
+                em.emit(indent + 2, f"if {src}[_b + _k]:")
+                em.emit(indent + 3, "_acc |= int64(1) << _k")
+                em.emit(indent + 1, "for _k in range(32):")
+                em.emit(indent + 2, f"{dest}[_b + _k] = uint32(_acc)")
+            case SubgroupShuffle():
+                lanes = scope[lane_name].src.removesuffix("[_l]")
+                em.emit(indent + 1, "for _k in range(32):")
+                em.emit(indent + 2, f"{dest}[_b + _k] = {src}[_b + (int64({lanes}[_b + _k]) & 31)]")
+            case _:
+                raise CodegenError(f"not a subgroup op: {v!r}")
+
+    def uniform_block(self, body: tuple[Node, ...], scope: dict[str, Binding], indent: int) -> None:
+        pending: list[Node] = []
+
+        def flush() -> None:
+            if pending:
+                self.segment(list(pending), scope, indent)
+                pending.clear()
+
+        for n in body:
+            if not _is_sync(n):
+                pending.append(n)
+                continue
+            flush()
+            match n:
+                case Barrier():
+                    pass  # the segment boundary is the barrier
+                case Let():
+                    self.subgroup(n, scope, indent)
+                case Loop(var, start, end, lbody):
+                    lane0 = {k: Binding(b.src.replace("[_l]", "[0]"), b.type) for k, b in scope.items()}
+                    s, e = self.em.expr(start, lane0), self.em.expr(end, lane0)
+                    it = self.em.fresh("_it")
+                    inner = dict(scope)
+                    src = self.em.fresh("v") + "_" + var
+                    inner[var] = Binding(src, DataType.U32)
+                    self.em.emit(indent, f"for {it} in range(int64({s}), int64({e})):")
+                    self.em.emit(indent + 1, f"{src} = uint32({it})")
+                    self.loop_vars.append(src)
+                    self.uniform_block(lbody, inner, indent + 1)
+                    self.loop_vars.pop()
+                case Block(b) | Region(_, b):
+                    self.uniform_block(b, dict(scope), indent)
+                case _:
+                    raise CodegenError(
+                        f"{type(n).__name__} holding a barrier or subgroup op is not at a uniform point. "
+                        "Fix: validate the program first (program.validate())"
+                    )
+        flush()
+
+
+def _uses_subgroup(program: Program) -> bool:
+    return uses(program, (SubgroupBallot, SubgroupShuffle, SubgroupReduce))
+
+
+def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) -> str:
+    """Python source of a module defining ``vyre_kernel(buffers..., gx, gy, gz)`` for ``program``."""
+    program = inline_calls(program)
+    storage = [b for b in program.buffers if not b.is_workgroup]
+    shared = [b for b in program.buffers if b.is_workgroup]
+    src = {b.name: f"b{i}_{b.name}" for i, b in enumerate(storage)}
+    src.update({b.name: f"s{i}_{b.name}" for i, b in enumerate(shared)})
+    params = ", ".join(src[b.name] for b in storage + shared)
+    has_atomics = uses(program, (Atomic,))
+    lockstep = uses(program, (Barrier,)) or _uses_subgroup(program)
+    par = parallel and not has_atomics
+    em = Emitter(program, CpuTarget(), src)
+    wg = program.workgroup_size
+    njit = f"numba.njit(cache={cache}, error_model='numpy')"
+    out: list[str] = []
+    if not lockstep:
+        em.emit(0, f"@{njit}")
+        em.emit(0, f"def _vy_invocation(_l, _wg0, _wg1, _wg2, {params}):")
+        _ids(em, 1, wg)
+        em.block(program.entry, {}, 1)
+        em.emit(1, "return False")
+        out += em.lines
+        em.lines = []
+        call = f"_vy_invocation(_l, _wg0, _wg1, _wg2, {params})"
+        wg_body = [f"for _l in range({program.workgroup_invocations}):", f"    {call}"]
+    else:
+        ls = _Lockstep(program, em, params)
+        ls.uniform_block(program.entry, {}, 1)
+        body = em.lines
+        lane_params = ", ".join(a for a, _ in ls.lane_arrays)
+        for k, seg in enumerate(ls.segments):
+            out.append(f"@{njit}")
+            loop_params = "".join(f", {v}" for v in ls.seg_loops[k])
+            out.append(f"def _vy_seg{k}(_l, _wg0, _wg1, _wg2, {params}, {lane_params or '_none'}{loop_params}):")
+            ids_em = Emitter(program, CpuTarget(), src)
+            _ids(ids_em, 1, wg)
+            out += ids_em.lines + seg + ["    return False", "", ""]
+        lane_args = lane_params or "_none"
+        wg_body = ["_none = np.zeros(1, np.uint8)"] if not lane_params else []
+        wg_body += [f"{a} = np.zeros({program.workgroup_invocations}, np.{CTOR[t] if t is not DataType.BOOL else 'bool_'})"
+                    for a, t in ls.lane_arrays]
+        wg_body += [line[4:].replace("{LANE}", lane_args) for line in body]
+    out.append(f"@{njit}")
+    storage_params = ", ".join(src[b.name] for b in storage)
+    out.append(f"def _vy_workgroup(_w, _gx, _gy{', ' if storage_params else ''}{storage_params}):")
+    out.append("    _wg0 = uint32(_w % _gx)")
+    out.append("    _wg1 = uint32((_w // _gx) % _gy)")
+    out.append("    _wg2 = uint32(_w // (_gx * _gy))")
+    for b in shared:
+        out.append(f"    {src[b.name]} = np.zeros({b.count}, np.{_np_name(b.element)})")
+    out += ["    " + line for line in wg_body]
+    out.append("")
+    out.append("")
+    out.append(f"@numba.njit({_sig(program)!r}, parallel={par}, cache={cache}, error_model='numpy')")
+    out.append(f"def vyre_kernel({storage_params}{', ' if storage_params else ''}_gx, _gy, _gz):")
+    out.append("    for _w in numba.prange(_gx * _gy * _gz):")
+    out.append(f"        _vy_workgroup(_w, _gx, _gy{', ' if storage_params else ''}{storage_params})")
+    header = [
+        f"# vyre generated kernel: target cpu, codegen v{CODEGEN_VERSION}. Do not edit.",
+        "import math",
+        "import numba",
+        "import numpy as np",
+        "from numba import boolean, int32, int64, uint32, float32, float64",
+        "",
+        f"_dev = numba.njit(cache={cache}, error_model='numpy')",
+    ]
+    return "\n".join(header) + "\n" + PRELUDE + CPU_PRELUDE + "\n\n" + "\n".join(out) + "\n"
+
+
+def _np_name(t: DataType) -> str:
+    return "bool_" if t is DataType.BOOL else CTOR[t]

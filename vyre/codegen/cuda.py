@@ -1,0 +1,119 @@
+"""CUDA target: a ``@cuda.jit`` kernel per program."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import CodegenError
+from ..ir import AtomicOp, BinOpKind, DataType, Expr, Program, SubgroupBallot, SubgroupReduce, SubgroupShuffle
+from .emit import CODEGEN_VERSION, Binding, Emitter
+from .inline import inline_calls
+from .ops import BINOP_EMIT, CTOR
+from .prelude import PRELUDE
+
+_ATOMIC_FN = {
+    AtomicOp.ADD: "add", AtomicOp.MIN: "min", AtomicOp.MAX: "max", AtomicOp.AND: "and_",
+    AtomicOp.OR: "or_", AtomicOp.XOR: "xor", AtomicOp.EXCHANGE: "exch",
+}
+_AXES = "xyz"
+FULL_MASK = "0xFFFFFFFF"
+
+
+@dataclass
+class CudaTarget:
+    name: str = "cuda"
+
+    def id_src(self, kind: str, axis: int) -> str:
+        return "_lane" if kind == "lane" else f"_{kind}{axis}"
+
+    def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
+               expected: str | None, zero: str) -> str:
+        if op is AtomicOp.COMPARE_EXCHANGE:
+            call = f"cuda.atomic.cas({buf}, {idx}, {expected}, {val})"
+        else:
+            call = f"cuda.atomic.{_ATOMIC_FN[op]}({buf}, {idx}, {val})"
+        return f"({call} if {idx} < {buf}.shape[0] else {zero})"
+
+    def barrier(self) -> list[str]:
+        return ["cuda.syncthreads()"]
+
+    def ret(self) -> list[str]:
+        return ["return"]
+
+    def subgroup(self, e: Expr, dest: str, t: DataType, operand: Callable[[Expr], str],
+                 operand_type: DataType, fresh: Callable[[str], str]) -> list[str]:
+        match e:
+            case SubgroupBallot(c):
+                return [f"{{dest}} = uint32(cuda.ballot_sync({FULL_MASK}, {operand(c)}))"]
+            case SubgroupShuffle(v, lane):
+                if operand_type is DataType.BOOL:
+                    return [f"{{dest}} = cuda.shfl_sync({FULL_MASK}, uint32(1) if {operand(v)} else uint32(0), "
+                            f"{operand(lane)} & uint32(31)) != 0"]
+                return [f"{{dest}} = cuda.shfl_sync({FULL_MASK}, {operand(v)}, {operand(lane)} & uint32(31))"]
+            case SubgroupReduce(op, v):
+                acc = fresh("_sg")
+                lines = [f"{acc} = {operand(v)}"]
+                for off in (16, 8, 4, 2, 1):
+                    other = f"cuda.shfl_xor_sync({FULL_MASK}, {acc}, {off})"
+                    lines.append(f"{acc} = {_combine(op, operand_type, acc, other)}")
+                lines.append(f"{{dest}} = {acc}")
+                return lines
+        raise CodegenError(f"not a subgroup op: {e!r}")
+
+
+def _combine(op: BinOpKind, t: DataType, a: str, b: str) -> str:
+    return BINOP_EMIT[op](t, a, b)
+
+
+def _sig(program: Program) -> str:
+    args = [f"{CTOR[b.element] if b.element is not DataType.BOOL else 'boolean'}[::1]"
+            for b in program.buffers if not b.is_workgroup]
+    return "void(" + ", ".join(args) + ")"
+
+
+def emit_cuda(program: Program, *, cache: bool = False) -> str:
+    """Python source of a module defining ``vyre_kernel``, a ``@cuda.jit`` kernel for ``program``,
+    ``vyre_kernel_py`` (the undecorated function, for ``cuda.compile_ptx``) and ``VYRE_SIGNATURE``.
+
+    The program must be valid. Launch it with blocks = grid and threads = program.workgroup_size,
+    passing one 1-D contiguous array per storage buffer in declaration order."""
+    program = inline_calls(program)
+    storage = [b for b in program.buffers if not b.is_workgroup]
+    shared = [b for b in program.buffers if b.is_workgroup]
+    buffer_src = {b.name: f"b{i}_{b.name}" for i, b in enumerate(storage)}
+    buffer_src.update({b.name: f"s{i}_{b.name}" for i, b in enumerate(shared)})
+    em = Emitter(program, CudaTarget(), buffer_src)
+    wx, wy, _ = program.workgroup_size
+    lines = em.lines
+    em.emit(0, "def vyre_kernel_py(" + ", ".join(buffer_src[b.name] for b in storage) + "):")
+    for a in range(3):
+        em.emit(1, f"_lid{a} = uint32(cuda.threadIdx.{_AXES[a]})")
+        em.emit(1, f"_wg{a} = uint32(cuda.blockIdx.{_AXES[a]})")
+        em.emit(1, f"_gid{a} = uint32(_wg{a} * uint32({program.workgroup_size[a]}) + _lid{a})")
+    em.emit(1, f"_lane = uint32((_lid0 + _lid1 * uint32({wx}) + _lid2 * uint32({wx * wy})) & uint32(31))")
+    for b in shared:
+        em.emit(1, f"{buffer_src[b.name]} = cuda.shared.array({b.count}, {CTOR[b.element]})")
+    scope: dict[str, Binding] = {}
+    em.block(program.entry, scope, 1)
+    header = [
+        f"# vyre generated kernel: target cuda, codegen v{CODEGEN_VERSION}. Do not edit.",
+        "import math",
+        "from numba import cuda, boolean, int32, int64, uint32, float32, float64",
+        "",
+        "_dev = cuda.jit(device=True, forceinline=True)",
+        "",
+        "",
+        "def _vy_fmod(a, b):",
+        "    return math.fmod(a, b)",
+        "",
+        "",
+        "_vy_fmod = _dev(_vy_fmod)",
+    ]
+    footer = [
+        "",
+        "",
+        f"VYRE_SIGNATURE = {_sig(program)!r}",
+        f"vyre_kernel = cuda.jit(cache={cache})(vyre_kernel_py)",
+    ]
+    return "\n".join(header) + "\n" + PRELUDE + "\n\n" + "\n".join(lines + footer) + "\n"

@@ -1,0 +1,298 @@
+"""The shared statement and expression emitter.
+
+One emitter turns a validated, call-inlined Program into numba Python source; a :class:`Target`
+supplies the few target-specific pieces (ids, atomics, barriers, subgroup operations). Nothing a user
+wrote reaches the source as text except validated identifiers, and those only inside mangled names
+(``v3_x``, ``b0_out``); literals are emitted from their typed values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..errors import CodegenError
+from ..ir import (
+    Assign, Atomic, AtomicOp, Barrier, BinOp, BinOpKind, Block, BufferDecl, BufLen, Call, Cast,
+    DataType, Expr, Fma, If, InvocationId, Let, LitBool, LitF32, LitF64, LitI32, LitU32, Load,
+    LocalId, Loop, Node, Program, Region, Return, Select, Store, SubgroupBallot, SubgroupLocalId,
+    SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, node_exprs, walk,
+    walk_nodes,
+)
+from ..ir.typing import expr_type
+from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
+
+CODEGEN_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    src: str
+    type: DataType
+
+
+class Target(Protocol):
+    """Target hooks used by :class:`Emitter`."""
+
+    name: str
+
+    def id_src(self, kind: str, axis: int) -> str: ...
+    def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
+               expected: str | None, zero: str) -> str: ...
+    def barrier(self) -> list[str]: ...
+    def subgroup(self, e: Expr, dest: str, t: DataType, operand: Callable[[Expr], str],
+                 operand_type: DataType, fresh: Callable[[str], str]) -> list[str]: ...
+    def ret(self) -> list[str]: ...
+
+
+def literal(e: Expr) -> str:
+    match e:
+        case LitBool(v):
+            return "True" if v else "False"
+        case LitI32(v):
+            return f"int32({v})"
+        case LitU32(v):
+            return f"uint32({v})"
+        case LitF32() | LitF64():
+            ctor = "float32" if isinstance(e, LitF32) else "float64"
+            v = e.value
+            if math.isnan(v):
+                return f"{ctor}(math.nan)"
+            if math.isinf(v):
+                return f"{ctor}({'-' if v < 0 else ''}math.inf)"
+            return f"{ctor}({v!r})"
+        case _:
+            raise TypeError(f"not a literal: {e!r}")
+
+
+def zero_of(t: DataType) -> str:
+    return "False" if t is DataType.BOOL else f"{CTOR[t]}(0)"
+
+
+def assigned_names(body: Iterable[Node]) -> set[str]:
+    """Names that some ``Assign`` overwrites (such variables never prove a bound)."""
+    return {n.name for n in walk_nodes(tuple(body)) if isinstance(n, Assign)}
+
+
+def uses(program: Program, kinds: tuple[type, ...]) -> bool:
+    for n in walk_nodes(program.entry):
+        if isinstance(n, kinds):
+            return True
+        for e in node_exprs(n):
+            if any(isinstance(x, kinds) for x in walk(e)):
+                return True
+    return False
+
+
+@dataclass
+class Emitter:
+    """Emits statements of one program for one target into ``lines``."""
+
+    program: Program
+    target: Target
+    buffer_src: dict[str, str]
+    lines: list[str] = field(default_factory=list)
+    counter: int = 0
+    mutable: set[str] = field(default_factory=set)
+    # (index source, buffer name) pairs known to be in bounds in the current scope
+    facts: frozenset[tuple[str, str]] = frozenset()
+    len_alias: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.mutable = assigned_names(self.program.entry)
+
+    def fresh(self, hint: str) -> str:
+        self.counter += 1
+        return f"{hint}{self.counter}"
+
+    # ---- expressions -------------------------------------------------------------------
+    def types(self, scope: dict[str, Binding]) -> dict[str, DataType]:
+        return {k: b.type for k, b in scope.items()}
+
+    def type_of(self, e: Expr, scope: dict[str, Binding]) -> DataType:
+        return expr_type(e, self.types(scope), self.program)
+
+    def decl(self, name: str) -> BufferDecl:
+        return self.program.buffer(name)
+
+    def in_bounds(self, idx_src: str, idx: Expr, buf: BufferDecl) -> bool:
+        if (idx_src, buf.name) in self.facts:
+            return True
+        limit = buf.count if buf.count > 0 else None
+        if limit is not None and isinstance(idx, LitU32) and idx.value < limit:
+            return True
+        if buf.is_workgroup and isinstance(idx, LocalId):
+            return self.program.workgroup_size[idx.axis] <= buf.count
+        return False
+
+    def expr(self, e: Expr, scope: dict[str, Binding]) -> str:
+        def sub(x: Expr) -> str:
+            return self.expr(x, scope)
+
+        match e:
+            case LitBool() | LitI32() | LitU32() | LitF32() | LitF64():
+                return literal(e)
+            case Var(name):
+                return scope[name].src
+            case Load(buf, index):
+                d = self.decl(buf)
+                i = sub(index)
+                b = self.buffer_src[buf]
+                if self.in_bounds(i, index, d):
+                    return f"{b}[{i}]"
+                return f"_vy_ld({b}, {i}, {zero_of(d.element)})"
+            case BufLen(buf):
+                return f"uint32({self.buffer_src[buf]}.shape[0])"
+            case InvocationId(axis):
+                return self.target.id_src("gid", axis)
+            case WorkgroupId(axis):
+                return self.target.id_src("wg", axis)
+            case LocalId(axis):
+                return self.target.id_src("lid", axis)
+            case SubgroupLocalId():
+                return self.target.id_src("lane", 0)
+            case SubgroupSize():
+                return "uint32(32)"
+            case BinOp(op, left, right):
+                t = self.type_of(left, scope)
+                return BINOP_EMIT[op](t, sub(left), sub(right))
+            case UnOp(op, operand):
+                t = self.type_of(operand, scope)
+                return UNOP_EMIT[op](t, sub(operand))
+            case Select(c, a, b):
+                return f"({sub(a)} if {sub(c)} else {sub(b)})"
+            case Cast(target, value):
+                return emit_cast(target, self.type_of(value, scope), sub(value))
+            case Fma(a, b, c):
+                return f"({sub(a)} * {sub(b)} + {sub(c)})"
+            case Atomic() | SubgroupBallot() | SubgroupShuffle() | SubgroupReduce():
+                raise CodegenError(
+                    f"{type(e).__name__} nested inside an expression. "
+                    "Fix: bind it as the whole value of a Let (validation enforces this)"
+                )
+            case Call(op_id, _):
+                raise CodegenError(f"call of {op_id!r} was not inlined. Fix: run inline_calls first")
+            case _:
+                raise TypeError(f"not a vyre expression: {e!r}")
+
+    # ---- statements --------------------------------------------------------------------
+    def emit(self, indent: int, text: str) -> None:
+        self.lines.append("    " * indent + text)
+
+    def bind_local(self, name: str, t: DataType, scope: dict[str, Binding]) -> str:
+        src = self.fresh("v") + "_" + name
+        scope[name] = Binding(src, t)
+        return src
+
+    def let_target(self, name: str, t: DataType, scope: dict[str, Binding]) -> str:
+        """Where a ``Let`` stores its value; CPU lane emulation overrides this."""
+        return self.bind_local(name, t, scope)
+
+    def block(self, body: tuple[Node, ...], scope: dict[str, Binding], indent: int) -> None:
+        start = len(self.lines)
+        saved = self.facts
+        for n in body:
+            self.stmt(n, scope, indent)
+        self.facts = saved
+        if len(self.lines) == start:
+            self.emit(indent, "pass")
+
+    def stmt(self, n: Node, scope: dict[str, Binding], indent: int) -> None:
+        match n:
+            case Let(name, value):
+                t = self.type_of(value, scope)
+                if isinstance(value, Atomic):
+                    rhs = self.atomic(value, scope)
+                    self.emit(indent, f"{self.let_target(name, t, scope)} = {rhs}")
+                elif isinstance(value, (SubgroupBallot, SubgroupShuffle, SubgroupReduce)):
+                    operand = value.cond if isinstance(value, SubgroupBallot) else value.value
+                    ot = self.type_of(operand, scope)
+                    inner = dict(scope)
+                    lines = self.target.subgroup(value, "", t, lambda x: self.expr(x, inner), ot, self.fresh)
+                    dest = self.let_target(name, t, scope)
+                    for line in lines:
+                        self.emit(indent, line.replace("{dest}", dest))
+                else:
+                    rhs = self.expr(value, scope)
+                    dest = self.let_target(name, t, scope)
+                    if isinstance(value, BufLen) and name not in self.mutable:
+                        self.len_alias[dest] = value.buffer
+                    self.emit(indent, f"{dest} = {rhs}")
+            case Assign(name, value):
+                self.emit(indent, f"{scope[name].src} = {self.expr(value, scope)}")
+            case Store(buf, index, value):
+                d = self.decl(buf)
+                i = self.expr(index, scope)
+                v = self.expr(value, scope)
+                b = self.buffer_src[buf]
+                if self.in_bounds(i, index, d):
+                    self.emit(indent, f"{b}[{i}] = {v}")
+                else:
+                    tmp = self.fresh("_i")
+                    self.emit(indent, f"{tmp} = {i}")
+                    self.emit(indent, f"if {tmp} < {b}.shape[0]:")
+                    self.emit(indent + 1, f"{b}[{tmp}] = {v}")
+            case If(cond, then, otherwise):
+                self.emit(indent, f"if {self.expr(cond, scope)}:")
+                saved = self.facts
+                self.facts = saved | self.bound_facts(cond, scope)
+                self.block(then, dict(scope), indent + 1)
+                self.facts = saved
+                if otherwise:
+                    self.emit(indent, "else:")
+                    self.block(otherwise, dict(scope), indent + 1)
+            case Loop(var, start, end, body):
+                s, e = self.expr(start, scope), self.expr(end, scope)
+                it = self.fresh("_it")
+                inner = dict(scope)
+                self.emit(indent, f"for {it} in range(int64({s}), int64({e})):")
+                src = self.bind_local(var, DataType.U32, inner)
+                self.emit(indent + 1, f"{src} = uint32({it})")
+                saved = self.facts
+                bound = self.len_of(end, scope)
+                if bound is not None:
+                    self.facts = saved | {(src, bound)}
+                self.block(body, inner, indent + 1)
+                self.facts = saved
+            case Block(body) | Region(_, body):
+                self.block(body, dict(scope), indent)
+            case Barrier():
+                for line in self.target.barrier():
+                    self.emit(indent, line)
+            case Return():
+                for line in self.target.ret():
+                    self.emit(indent, line)
+            case _:
+                raise TypeError(f"not a vyre node: {n!r}")
+
+    def atomic(self, a: Atomic, scope: dict[str, Binding]) -> str:
+        d = self.decl(a.buffer)
+        ex = None if a.expected is None else self.expr(a.expected, scope)
+        return self.target.atomic(a.op, d.element, self.buffer_src[a.buffer], self.expr(a.index, scope),
+                                  self.expr(a.value, scope), ex, zero_of(d.element))
+
+    # ---- bounds facts ------------------------------------------------------------------
+    def len_of(self, e: Expr, scope: dict[str, Binding]) -> str | None:
+        """The buffer whose length ``e`` is, when ``e`` provably is one."""
+        match e:
+            case BufLen(buf):
+                return buf
+            case Var(name) if name in scope and name not in self.mutable:
+                return self.len_alias.get(scope[name].src)
+        return None
+
+    def stable(self, e: Expr) -> bool:
+        return all(not (isinstance(x, Var) and x.name in self.mutable) for x in walk(e))
+
+    def bound_facts(self, cond: Expr, scope: dict[str, Binding]) -> set[tuple[str, str]]:
+        out: set[tuple[str, str]] = set()
+        match cond:
+            case BinOp(BinOpKind.AND, a, b):
+                out |= self.bound_facts(a, scope) | self.bound_facts(b, scope)
+            case BinOp(BinOpKind.LT, a, n) | BinOp(BinOpKind.GT, n, a):
+                buf = self.len_of(n, scope)
+                if buf is not None and self.stable(a):
+                    out.add((self.expr(a, scope), buf))
+        return out

@@ -1,0 +1,109 @@
+"""Launching CUDA (and simulator) kernels: argument checks, host/device transfers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import DispatchError
+from ..ir import BufferDecl
+from .bind import check_host_array, check_names, storage_buffers
+
+if TYPE_CHECKING:
+    from .dispatch import Grid, Kernel
+
+
+def compute_capability() -> str:
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    return "{}.{}".format(*dev.compute_capability)
+
+
+def _device_view(decl: BufferDecl, obj: Any) -> Any:
+    """Zero-copy numba view of a device array (numba, CuPy, PyTorch, ...), checked like host arrays."""
+    from numba import cuda
+
+    cai = obj.__cuda_array_interface__
+    dt = np.dtype(cai["typestr"])
+    if dt != decl.element.np_dtype:
+        raise DispatchError(
+            f"buffer {decl.name!r} has dtype {dt}, expected {decl.element.np_dtype}. "
+            "Fix: convert it on the device before dispatching"
+        )
+    shape = tuple(cai["shape"])
+    n = int(np.prod(shape)) if shape else 1
+    strides = cai.get("strides")
+    if strides is not None and n > 1:
+        expect = []
+        acc = dt.itemsize
+        for s in reversed(shape):
+            expect.append(acc)
+            acc *= s
+        if tuple(strides) != tuple(reversed(expect)):
+            raise DispatchError(f"device buffer {decl.name!r} is not C-contiguous. Fix: pass a contiguous copy")
+    if decl.count and n != decl.count:
+        raise DispatchError(f"buffer {decl.name!r} has {n} elements, the program declares {decl.count}. "
+                            "Fix: pass an array of the declared length")
+    if decl.access.writable and cai["data"][1]:
+        raise DispatchError(f"buffer {decl.name!r} is written by the program but the device array is "
+                            "read-only. Fix: pass a writable array")
+    arr = cuda.as_cuda_array(obj)
+    return arr.reshape(n) if arr.ndim != 1 else arr
+
+
+def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
+                return_device: bool | None) -> dict[str, Any]:
+    from numba import cuda
+
+    from .dispatch import _grid3
+
+    program = kernel.program
+    check_names(program, list(inputs))
+    dev_args: list[Any] = []
+    copy_back: list[tuple[Any, np.ndarray]] = []
+    any_device = False
+    results: dict[str, Any] = {}
+    for decl in storage_buffers(program):
+        obj = inputs.get(decl.name)
+        if obj is None:
+            if not decl.access.writable:
+                raise DispatchError(f"missing input buffer {decl.name!r}. Fix: pass an array for it")
+            if decl.count <= 0:
+                raise DispatchError(
+                    f"output buffer {decl.name!r} was not passed and declares no count, so its length "
+                    "is unknown. Fix: pass an array for it or declare .with_count(n)")
+            d = cuda.to_device(np.zeros(decl.count, dtype=decl.element.np_dtype))
+            dev_args.append(d)
+            results[decl.name] = d
+        elif hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, np.ndarray):
+            any_device = True
+            d = _device_view(decl, obj)
+            dev_args.append(d)
+            results[decl.name] = obj
+        else:
+            flat = check_host_array(decl, obj)
+            d = cuda.to_device(flat)
+            dev_args.append(d)
+            if decl.access.writable:
+                copy_back.append((d, flat))
+                results[decl.name] = obj
+    lengths = {b.name: int(a.shape[0]) for b, a in zip(storage_buffers(program), dev_args, strict=True)}
+    g = _grid3(grid) if grid is not None else kernel.grid_for(lengths)
+    kernel._fn[g, program.workgroup_size](*dev_args)
+    for d, flat in copy_back:
+        d.copy_to_host(flat)
+    want_device = any_device if return_device is None else return_device
+    out: dict[str, Any] = {}
+    for b in storage_buffers(program):
+        if not b.access.writable:
+            continue
+        r = results[b.name]
+        if want_device:
+            out[b.name] = r if not isinstance(r, np.ndarray) else cuda.to_device(r)
+        else:
+            out[b.name] = r if isinstance(r, np.ndarray) else (
+                r.copy_to_host() if hasattr(r, "copy_to_host") else cuda.as_cuda_array(r).copy_to_host())
+    return out

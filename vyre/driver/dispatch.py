@@ -1,0 +1,148 @@
+"""``vyre.compile`` and ``vyre.dispatch``: from a Program and arrays to results on a backend."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..codegen.emit import CODEGEN_VERSION
+from ..errors import DispatchError
+from ..ir import BufferDecl, Program
+from . import cache
+from .backends import check_backend, default_backend
+from .bind import bind_host_arrays, check_names, storage_buffers
+from .geometry import default_grid
+
+Grid = int | Sequence[int]
+
+
+def _grid3(grid: Grid) -> tuple[int, int, int]:
+    g = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
+    if not 1 <= len(g) <= 3 or not all(isinstance(v, (int, np.integer)) for v in g):
+        raise DispatchError(f"grid must be an int or 1-3 ints, got {grid!r}. Fix: pass e.g. grid=(16, 1, 1)")
+    g3 = (*(int(v) for v in g), 1, 1)[:3]
+    if any(v < 1 or v > 2**31 - 1 for v in g3):
+        raise DispatchError(f"grid {g3} has a dimension outside [1, 2^31-1]. Fix: pass positive workgroup counts")
+    if g3[0] * g3[1] * g3[2] * 1024 >= 2**32 * 1024:
+        raise DispatchError(f"grid {g3} launches more than 2^32 workgroups. Fix: split the dispatch")
+    return g3
+
+
+def _versions(backend: str) -> list[str]:
+    import numba
+
+    parts = [f"codegen={CODEGEN_VERSION}", f"numba={numba.__version__}", f"numpy={np.__version__}"]
+    if backend in ("cuda", "cudasim"):
+        try:
+            from importlib.metadata import version
+
+            parts.append(f"numba-cuda={version('numba-cuda')}")
+        except Exception:
+            parts.append("numba-cuda=?")
+    return parts
+
+
+@dataclass
+class Kernel:
+    """A program compiled for one backend: its generated source, launch geometry and a call."""
+
+    program: Program
+    backend: str
+    source: str | None
+    key: str
+    cache_hit: bool
+    compile_seconds: float
+    _fn: Any = field(repr=False, default=None)
+
+    def grid_for(self, lengths: Mapping[str, int]) -> tuple[int, int, int]:
+        """The default grid for buffers of these lengths (covers the largest output)."""
+        return default_grid(self.program, lengths)
+
+    @property
+    def writable(self) -> list[BufferDecl]:
+        return [b for b in storage_buffers(self.program) if b.access.writable]
+
+    def __call__(self, inputs: Mapping[str, Any], *, grid: Grid | None = None,
+                 return_device: bool | None = None) -> dict[str, Any]:
+        if self.backend in ("cuda", "cudasim"):
+            from .cuda_launch import launch_cuda
+
+            return launch_cuda(self, inputs, grid, return_device)
+        arrays = bind_host_arrays(self.program, inputs)
+        g = _grid3(grid) if grid is not None else self.grid_for({k: v.size for k, v in arrays.items()})
+        if self.backend == "interp":
+            from ..interp import run
+
+            run(self.program, arrays, grid=g)
+        else:
+            self._fn(*(arrays[b.name] for b in storage_buffers(self.program)), *g)
+        return {b.name: _shaped(inputs.get(b.name), arrays[b.name]) for b in self.writable}
+
+
+def _shaped(given: Any, flat: np.ndarray) -> np.ndarray:
+    return given if isinstance(given, np.ndarray) else flat
+
+
+_DEFAULT_OPTIONS: dict[str, Any] = {"parallel": True}
+
+
+def compile(program: Program, backend: str | None = None, *, parallel: bool = True,
+            disk_cache: bool = True) -> Kernel:
+    """Validate ``program`` and compile it for ``backend`` (default: CUDA if usable, else CPU).
+
+    Compiled kernels are cached in memory and on disk (see :mod:`vyre.driver.cache`)."""
+    if not isinstance(program, Program):
+        raise DispatchError(f"expected a vyre Program, got {type(program).__name__}. Fix: build one with Program.wrapped(...)")
+    b = check_backend(backend) if backend is not None else default_backend()
+    program.validate()
+    t0 = time.perf_counter()
+    if b == "interp":
+        return Kernel(program, b, None, program.fingerprint().hex(), True, 0.0)
+    opts = f"parallel={parallel}" if b == "cpu" else ""
+    parts = [program.fingerprint(), b, opts, *_versions(b)]
+    if b == "cuda":
+        from .cuda_launch import compute_capability
+
+        parts.append(f"cc={compute_capability()}")
+    key = cache.kernel_key(*parts)
+    if b == "cpu":
+        from ..codegen.cpu import emit_cpu
+
+        source = emit_cpu(program, parallel=parallel, cache=disk_cache)
+    else:
+        from ..codegen.cuda import emit_cuda
+
+        source = emit_cuda(program, cache=disk_cache and b == "cuda")
+    mod, hit = cache.load_module(b, key, source, use_disk=disk_cache and b != "cudasim")
+    fn = mod.vyre_kernel
+    return Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn)
+
+
+_kernels: dict[tuple[bytes, str, tuple[int, int, int]], Kernel] = {}
+
+
+def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None = None,
+             grid: Grid | None = None, workgroup_size: Grid | None = None,
+             return_device: bool | None = None) -> dict[str, Any]:
+    """Run ``program`` once over ``inputs`` (buffer name -> array) and return its written buffers.
+
+    Arrays passed for written buffers are written in place; written buffers not passed are
+    allocated (zero-filled, ``count`` elements). ``grid`` counts workgroups (default: cover the
+    largest output along x); ``workgroup_size`` overrides the program's."""
+    if workgroup_size is not None:
+        program = replace(program, workgroup_size=_grid3(workgroup_size))
+    if not isinstance(inputs, Mapping):
+        raise DispatchError(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
+                            "Fix: pass a dict like {'x': x}")
+    if isinstance(program, Program):
+        check_names(program, list(inputs))
+    b = check_backend(backend) if backend is not None else default_backend()
+    k = _kernels.get((program.fingerprint(), b, program.workgroup_size)) if isinstance(program, Program) else None
+    if k is None:
+        k = compile(program, b)
+        _kernels[(program.fingerprint(), b, program.workgroup_size)] = k
+    return k(inputs, grid=grid, return_device=return_device)
