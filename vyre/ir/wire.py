@@ -1,0 +1,662 @@
+"""The versioned binary wire format of a :class:`~vyre.ir.program.Program`, and its fingerprint.
+
+Layout (all integers little-endian)::
+
+    header  magic b"VYRE" | u16 version (1) | u16 flags (0) | u32 body length | 32-byte blake3(body)
+    body    u32 #buffers, buffers | u32 x 3 workgroup size | statement list | u32 #functions, functions
+
+    buffer      str name | u32 binding | u8 BufferAccess | u8 DataType | u32 count | u8 is_output (0/1)
+    function    str op_id | u32 #params, (str name | u8 DataType) each | u8 result DataType | expr body
+    stmt list   u32 count, statements
+    str         u16 byte length | UTF-8 bytes
+
+Every statement and expression is a one-byte tag (:class:`NodeTag`, :class:`ExprTag`) followed by
+its fixed fields and then its children in :func:`vyre.ir.expr.children` order. Enums are written as
+their integer values (u8; they are the documented wire tags); float literals as their bit patterns,
+so -0.0, NaN payloads and subnormals survive exactly. Every accepted byte string is canonical:
+``to_wire(from_wire(b)) == b``.
+
+:func:`from_wire` verifies everything and raises only :class:`~vyre.errors.WireError` for any input,
+within the limits below, without deep recursion and allocating no more than the input justifies. It
+decodes structure only; ``Program.validate()`` checks meaning. :func:`to_wire` enforces the same
+limits, so whatever it produces decodes.
+
+:func:`fingerprint` hashes a *canonical* body (buffers sorted by name, functions by op_id) under a
+domain-separation prefix; it skips the size limits (depth, node count, name length) so any
+representable program, however large, has a fingerprint.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Callable, Sequence
+from typing import TypeVar, assert_never
+
+import blake3
+
+from ..errors import WireError
+from .expr import (
+    Atomic,
+    BinOp,
+    BufLen,
+    Call,
+    Cast,
+    Expr,
+    Fma,
+    FunctionDef,
+    InvocationId,
+    LitBool,
+    LitF32,
+    LitF64,
+    LitI32,
+    LitU32,
+    Load,
+    LocalId,
+    Select,
+    SubgroupBallot,
+    SubgroupLocalId,
+    SubgroupReduce,
+    SubgroupShuffle,
+    SubgroupSize,
+    UnOp,
+    Var,
+    WorkgroupId,
+    children,
+)
+from .node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
+from .ops import AtomicOp, BinOpKind, UnOpKind
+from .program import BufferAccess, BufferDecl, Program
+from .types import DataType
+
+MAGIC = b"VYRE"
+VERSION = 1
+KNOWN_FLAGS = 0  # no flags are defined in version 1
+FINGERPRINT_DOMAIN = b"vyre-fp-v1\0"
+
+MAX_WIRE_BYTES = 64 * 1024 * 1024
+MAX_EXPR_DEPTH = 128
+MAX_STMT_DEPTH = 64
+MAX_NODES = 200_000
+MAX_IDENT_BYTES = 64
+MAX_LABEL_BYTES = 128
+_U16_MAX = 0xFFFF
+
+_HEADER = struct.Struct("<4sHHI32s")
+HEADER_LEN = _HEADER.size
+_BUFFER_MIN_BYTES = 2 + 4 + 1 + 1 + 4 + 1
+_FUNCTION_MIN_BYTES = 2 + 4 + 1 + 1
+_PARAM_MIN_BYTES = 2 + 1
+
+
+class ExprTag(enum.IntEnum):
+    """Wire tags of expression variants; never renumber."""
+
+    LIT_BOOL = 1
+    LIT_I32 = 2
+    LIT_U32 = 3
+    LIT_F32 = 4
+    LIT_F64 = 5
+    VAR = 6
+    LOAD = 7
+    BUF_LEN = 8
+    INVOCATION_ID = 9
+    WORKGROUP_ID = 10
+    LOCAL_ID = 11
+    SUBGROUP_LOCAL_ID = 12
+    SUBGROUP_SIZE = 13
+    BIN_OP = 14
+    UN_OP = 15
+    SELECT = 16
+    CAST = 17
+    FMA = 18
+    ATOMIC = 19
+    SUBGROUP_BALLOT = 20
+    SUBGROUP_SHUFFLE = 21
+    SUBGROUP_REDUCE = 22
+    CALL = 23
+
+
+class NodeTag(enum.IntEnum):
+    """Wire tags of statement variants; never renumber."""
+
+    LET = 1
+    ASSIGN = 2
+    STORE = 3
+    IF = 4
+    LOOP = 5
+    BLOCK = 6
+    BARRIER = 7
+    RETURN = 8
+    REGION = 9
+
+
+EXPR_TAGS: dict[type, ExprTag] = {
+    LitBool: ExprTag.LIT_BOOL, LitI32: ExprTag.LIT_I32, LitU32: ExprTag.LIT_U32,
+    LitF32: ExprTag.LIT_F32, LitF64: ExprTag.LIT_F64, Var: ExprTag.VAR, Load: ExprTag.LOAD,
+    BufLen: ExprTag.BUF_LEN, InvocationId: ExprTag.INVOCATION_ID, WorkgroupId: ExprTag.WORKGROUP_ID,
+    LocalId: ExprTag.LOCAL_ID, SubgroupLocalId: ExprTag.SUBGROUP_LOCAL_ID,
+    SubgroupSize: ExprTag.SUBGROUP_SIZE, BinOp: ExprTag.BIN_OP, UnOp: ExprTag.UN_OP,
+    Select: ExprTag.SELECT, Cast: ExprTag.CAST, Fma: ExprTag.FMA, Atomic: ExprTag.ATOMIC,
+    SubgroupBallot: ExprTag.SUBGROUP_BALLOT, SubgroupShuffle: ExprTag.SUBGROUP_SHUFFLE,
+    SubgroupReduce: ExprTag.SUBGROUP_REDUCE, Call: ExprTag.CALL,
+}
+NODE_TAGS: dict[type, NodeTag] = {
+    Let: NodeTag.LET, Assign: NodeTag.ASSIGN, Store: NodeTag.STORE, If: NodeTag.IF,
+    Loop: NodeTag.LOOP, Block: NodeTag.BLOCK, Barrier: NodeTag.BARRIER, Return: NodeTag.RETURN,
+    Region: NodeTag.REGION,
+}
+
+
+# Integer value -> member, for every enum that appears on the wire.
+_ENUMS: dict[type[enum.IntEnum], dict[int, enum.IntEnum]] = {
+    t: {int(m): m for m in t}
+    for t in (DataType, BinOpKind, UnOpKind, AtomicOp, BufferAccess, ExprTag, NodeTag)
+}
+_E = TypeVar("_E", bound=enum.IntEnum)
+
+_u8 = struct.Struct("<B")
+_u16 = struct.Struct("<H")
+_u32 = struct.Struct("<I")
+_i32 = struct.Struct("<i")
+_u64 = struct.Struct("<Q")
+
+
+def _err(what: str, fix: str, offset: int | None = None) -> WireError:
+    """A WireError whose message names the byte offset and still ends with ``Fix: ...``."""
+    where = f" at byte {offset}" if offset is not None else ""
+    e = WireError(f"{what}{where}. Fix: {fix}")
+    e.offset = offset
+    return e
+
+
+_FIX_ENCODE = "make the program representable (see docs of vyre.ir.wire) or split it"
+_FIX_DECODE = "pass bytes produced by Program.to_wire() of a compatible vyre version, unmodified"
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+class _Encoder:
+    """Pre-order, iterative encoder (deep trees do not recurse)."""
+
+    def __init__(self, limits: bool) -> None:
+        self.out = bytearray()
+        self.limits = limits
+        self.nodes = 0
+
+    def u8(self, v: int, what: str) -> None:
+        self.uint(v, 0xFF, what)
+        self.out += _u8.pack(v)
+
+    def u32(self, v: int, what: str) -> None:
+        self.uint(v, 0xFFFFFFFF, what)
+        self.out += _u32.pack(v)
+
+    def uint(self, v: object, hi: int, what: str) -> None:
+        if not isinstance(v, int) or not 0 <= v <= hi:
+            raise _err(f"cannot encode {what} {v!r}: expected an int in [0, {hi}]", _FIX_ENCODE)
+
+    def flag(self, v: object) -> None:
+        self.out.append(1 if v else 0)
+
+    def enum(self, v: object, enum_type: type[enum.IntEnum], what: str) -> None:
+        if not isinstance(v, enum_type):
+            raise _err(f"cannot encode {what} {v!r}: expected a {enum_type.__name__}", _FIX_ENCODE)
+        self.out.append(int(v))
+
+    def text(self, s: object, limit: int, what: str) -> None:
+        if not isinstance(s, str):
+            raise _err(f"cannot encode {what} {s!r}: expected a str", _FIX_ENCODE)
+        try:
+            raw = s.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _err(f"cannot encode {what} {s!r}: not valid UTF-8 ({exc.reason})", _FIX_ENCODE) from None
+        cap = limit if self.limits else _U16_MAX
+        if len(raw) > cap:
+            raise _err(
+                f"cannot encode {what} {s[:32]!r}...: {len(raw)} UTF-8 bytes, the limit is {cap}",
+                "use a shorter name",
+            )
+        self.out += _u16.pack(len(raw))
+        self.out += raw
+
+    def count(self) -> None:
+        self.nodes += 1
+        if self.limits and self.nodes > MAX_NODES:
+            raise _err(f"cannot encode program: more than {MAX_NODES} statements and expressions",
+                       "split the program into several kernels")
+
+    def expr(self, root: Expr) -> None:
+        stack: list[tuple[Expr, int]] = [(root, 1)]
+        while stack:
+            e, depth = stack.pop()
+            if self.limits and depth > MAX_EXPR_DEPTH:
+                raise _err(f"cannot encode program: expressions nest deeper than {MAX_EXPR_DEPTH}",
+                           "bind intermediate values with Let to flatten the expression")
+            self.count()
+            self.expr_fields(e)
+            stack.extend((c, depth + 1) for c in reversed(list(children(e))))
+
+    def expr_fields(self, e: Expr) -> None:
+        """The tag and fixed fields of ``e`` (children follow, written by :meth:`expr`)."""
+        tag = EXPR_TAGS.get(type(e))
+        if tag is None:
+            raise TypeError(f"not a vyre expression: {e!r}")
+        self.out.append(tag)
+        match e:
+            case LitBool(v):
+                self.flag(v)
+            case LitI32(v):
+                self.out += _i32.pack(v)
+            case LitU32(v):
+                self.u32(v, "LitU32 value")
+            case LitF32(bits=b):
+                self.u32(b, "LitF32 bits")
+            case LitF64(bits=b):
+                self.out += _u64.pack(b)
+            case Var(name) | BufLen(name):
+                self.text(name, MAX_IDENT_BYTES, "name")
+            case Load(buf, _):
+                self.text(buf, MAX_IDENT_BYTES, "buffer name")
+            case InvocationId(axis) | WorkgroupId(axis) | LocalId(axis):
+                self.uint(axis, 2, "axis")
+                self.out.append(axis)
+            case SubgroupLocalId() | SubgroupSize() | Select() | Fma() | SubgroupBallot() | SubgroupShuffle():
+                pass
+            case BinOp(op, _, _) | SubgroupReduce(op, _):
+                self.enum(op, BinOpKind, "binary op")
+            case UnOp(op, _):
+                self.enum(op, UnOpKind, "unary op")
+            case Cast(target, _):
+                self.enum(target, DataType, "cast target")
+            case Atomic(op, buf, _, _, expected):
+                self.enum(op, AtomicOp, "atomic op")
+                self.text(buf, MAX_IDENT_BYTES, "buffer name")
+                self.flag(expected is not None)
+            case Call(op_id, args):
+                self.text(op_id, MAX_IDENT_BYTES, "function id")
+                self.u32(len(args), "argument count")
+            case _:
+                assert_never(e)
+
+    def nodes_list(self, body: Sequence[Node]) -> None:
+        # Stack items are statements (with depth) or raw count bytes, emitted in pre-order.
+        stack: list[tuple[Node, int] | bytes] = [(n, 1) for n in reversed(body)]
+        stack.append(_u32.pack(len(body)))
+        while stack:
+            item = stack.pop()
+            if isinstance(item, bytes):
+                self.out += item
+                continue
+            n, depth = item
+            if self.limits and depth > MAX_STMT_DEPTH:
+                raise _err(f"cannot encode program: statements nest deeper than {MAX_STMT_DEPTH}",
+                           "flatten nested blocks, ifs and loops")
+            self.count()
+            for sub in reversed(self.node_fields(n)):
+                stack.extend((c, depth + 1) for c in reversed(sub))
+                stack.append(_u32.pack(len(sub)))
+
+    def node_fields(self, n: Node) -> tuple[Sequence[Node], ...]:
+        """Write the tag, fixed fields and expressions of ``n``; return its statement lists."""
+        tag = NODE_TAGS.get(type(n))
+        if tag is None:
+            raise TypeError(f"not a vyre node: {n!r}")
+        self.out.append(tag)
+        match n:
+            case Let(name, v) | Assign(name, v):
+                self.text(name, MAX_IDENT_BYTES, "variable name")
+                self.expr(v)
+                return ()
+            case Store(buf, i, v):
+                self.text(buf, MAX_IDENT_BYTES, "buffer name")
+                self.expr(i)
+                self.expr(v)
+                return ()
+            case If(c, then, otherwise):
+                self.expr(c)
+                return (then, otherwise)
+            case Loop(name, s, e, body):
+                self.text(name, MAX_IDENT_BYTES, "loop variable")
+                self.expr(s)
+                self.expr(e)
+                return (body,)
+            case Block(body):
+                return (body,)
+            case Region(gen, body):
+                self.text(gen, MAX_LABEL_BYTES, "region label")
+                return (body,)
+            case Barrier() | Return():
+                return ()
+            case _:
+                assert_never(n)
+
+    def buffer(self, b: BufferDecl) -> None:
+        self.text(b.name, MAX_IDENT_BYTES, "buffer name")
+        self.u32(b.binding, f"binding of buffer {b.name!r}")
+        self.enum(b.access, BufferAccess, f"access of buffer {b.name!r}")
+        self.enum(b.element, DataType, f"element type of buffer {b.name!r}")
+        self.u32(b.count, f"count of buffer {b.name!r}")
+        self.flag(b.is_output)
+
+    def function(self, f: FunctionDef) -> None:
+        self.text(f.op_id, MAX_IDENT_BYTES, "function id")
+        self.u32(len(f.params), "parameter count")
+        for name, t in f.params:
+            self.text(name, MAX_IDENT_BYTES, "parameter name")
+            self.enum(t, DataType, "parameter type")
+        self.enum(f.result, DataType, "function result type")
+        self.expr(f.body)
+
+
+def _encode_body(p: Program, *, canonical: bool, limits: bool) -> bytes:
+    if not isinstance(p, Program):
+        raise TypeError(f"expected a vyre Program, got {type(p).__name__}")
+    enc = _Encoder(limits)
+
+    def piece(item: BufferDecl | FunctionDef) -> bytes:
+        # Encoded separately so the canonical form can sort whole encodings.
+        sub = _Encoder(limits)
+        sub.nodes = enc.nodes
+        if isinstance(item, BufferDecl):
+            sub.buffer(item)
+        else:
+            sub.function(item)
+        enc.nodes = sub.nodes
+        return bytes(sub.out)
+
+    bufs = [(b.name, piece(b)) for b in p.buffers]
+    if canonical:
+        bufs.sort()  # by name; the encoding breaks ties so duplicates sort deterministically
+    enc.u32(len(bufs), "buffer count")
+    for _, raw in bufs:
+        enc.out += raw
+    wg = tuple(p.workgroup_size)
+    if len(wg) != 3:
+        raise _err(f"cannot encode workgroup size {wg!r}: expected 3 components", _FIX_ENCODE)
+    for v in wg:
+        enc.u32(v, "workgroup size component")
+    enc.nodes_list(p.entry)
+    fns = [(f.op_id, piece(f)) for f in p.functions]
+    if canonical:
+        fns.sort()
+    enc.u32(len(fns), "function count")
+    for _, raw in fns:
+        enc.out += raw
+    return bytes(enc.out)
+
+
+def frame(body: bytes) -> bytes:
+    """Wrap an encoded body in a version-1 header (magic, version, flags, length, digest)."""
+    return _HEADER.pack(MAGIC, VERSION, 0, len(body), blake3.blake3(body).digest()) + body
+
+
+def to_wire(p: Program) -> bytes:
+    """The wire encoding of ``p``. Raises WireError if ``p`` exceeds the format's limits."""
+    out = frame(_encode_body(p, canonical=False, limits=True))
+    if len(out) > MAX_WIRE_BYTES:
+        raise _err(f"cannot encode program: {len(out)} bytes exceed the limit of {MAX_WIRE_BYTES}",
+                   "split the program into several kernels")
+    return out
+
+
+def fingerprint(p: Program) -> bytes:
+    """32-byte blake3 of the canonical encoding of ``p`` (buffer and function order do not count)."""
+    return blake3.blake3(FINGERPRINT_DOMAIN + _encode_body(p, canonical=True, limits=False)).digest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+class _Decoder:
+    """Bounds-checked reader over the body; offsets in errors are from the start of the wire."""
+
+    def __init__(self, body: bytes, base: int) -> None:
+        self.buf = body
+        self.pos = 0
+        self.base = base
+        self.nodes = 0
+
+    def fail(self, what: str, at: int | None = None) -> WireError:
+        return _err(what, _FIX_DECODE, self.base + (self.pos if at is None else at))
+
+    def need(self, n: int, what: str) -> None:
+        left = len(self.buf) - self.pos
+        if n > left:
+            raise self.fail(f"truncated: {what} needs {n} byte(s) but only {left} remain")
+
+    def u8(self, what: str) -> int:
+        self.need(1, what)
+        v = self.buf[self.pos]
+        self.pos += 1
+        return v
+
+    def u32(self, what: str) -> int:
+        self.need(4, what)
+        v: int = _u32.unpack_from(self.buf, self.pos)[0]
+        self.pos += 4
+        return v
+
+    def flag(self, what: str) -> bool:
+        v = self.u8(what)
+        if v > 1:
+            raise self.fail(f"{what} byte is {v}, expected 0 or 1", self.pos - 1)
+        return v == 1
+
+    def enum(self, enum_type: type[_E], what: str) -> _E:
+        v = self.u8(what)
+        member = _ENUMS[enum_type].get(v)
+        if member is None:
+            lo, hi = min(_ENUMS[enum_type]), max(_ENUMS[enum_type])
+            raise self.fail(f"invalid {enum_type.__name__} value {v} for {what}; expected {lo}..{hi}",
+                            self.pos - 1)
+        return member  # type: ignore[return-value]
+
+    def text(self, limit: int, what: str) -> str:
+        self.need(2, f"length of {what}")
+        n: int = _u16.unpack_from(self.buf, self.pos)[0]
+        if n > limit:
+            raise self.fail(f"{what} is {n} bytes long; the limit is {limit}")
+        self.pos += 2
+        self.need(n, what)
+        raw = self.buf[self.pos:self.pos + n]
+        try:
+            s = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise self.fail(f"{what} is not valid UTF-8 ({exc.reason})", self.pos + exc.start) from None
+        self.pos += n
+        return s
+
+    def count_items(self, what: str, min_bytes: int) -> int:
+        at = self.pos
+        n = self.u32(f"{what} count")
+        left = len(self.buf) - self.pos
+        if n * min_bytes > left:
+            raise self.fail(f"{what} count {n} needs at least {n * min_bytes} bytes but only {left} remain",
+                            at)
+        return n
+
+    def tick(self) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise self.fail(f"more than {MAX_NODES} statements and expressions (node limit)")
+
+    # -- expressions: one decoder per tag, called after the tag byte -------------------------
+
+    def expr(self, depth: int) -> Expr:
+        if depth > MAX_EXPR_DEPTH:
+            raise self.fail(f"expressions nest deeper than {MAX_EXPR_DEPTH} (depth limit)")
+        self.tick()
+        at = self.pos
+        t = self.u8("expression tag")
+        tag = _ENUMS[ExprTag].get(t)
+        if tag is None:
+            raise self.fail(f"unknown expression tag {t}; expected 1..{len(ExprTag)}", at)
+        return _EXPR_DECODERS[tag](self, depth)  # type: ignore[index]
+
+    def axis(self) -> int:
+        a = self.u8("axis")
+        if a > 2:
+            raise self.fail(f"axis {a} is out of range; expected 0, 1 or 2", self.pos - 1)
+        return a
+
+    # -- statements --------------------------------------------------------------------------
+
+    def node_list(self, depth: int) -> tuple[Node, ...]:
+        n = self.count_items("statement", 1)
+        return tuple(self.node(depth) for _ in range(n))
+
+    def node(self, depth: int) -> Node:
+        if depth > MAX_STMT_DEPTH:
+            raise self.fail(f"statements nest deeper than {MAX_STMT_DEPTH} (depth limit)")
+        self.tick()
+        at = self.pos
+        t = self.u8("statement tag")
+        tag = _ENUMS[NodeTag].get(t)
+        if tag is None:
+            raise self.fail(f"unknown statement tag {t}; expected 1..{len(NodeTag)}", at)
+        return _NODE_DECODERS[tag](self, depth)  # type: ignore[index]
+
+    def ident(self, what: str) -> str:
+        return self.text(MAX_IDENT_BYTES, what)
+
+    # -- program -----------------------------------------------------------------------------
+
+    def buffer(self) -> BufferDecl:
+        name = self.ident("buffer name")
+        binding = self.u32("buffer binding")
+        access = self.enum(BufferAccess, "buffer access")
+        element = self.enum(DataType, "buffer element type")
+        count = self.u32("buffer count")
+        return BufferDecl(name, binding, access, element, count, self.flag("is_output flag"))
+
+    def function(self) -> FunctionDef:
+        op_id = self.ident("function id")
+        n = self.count_items("parameter", _PARAM_MIN_BYTES)
+        params = tuple((self.ident("parameter name"), self.enum(DataType, "parameter type"))
+                       for _ in range(n))
+        result = self.enum(DataType, "function result type")
+        return FunctionDef(op_id, params, result, self.expr(1))
+
+    def program(self) -> Program:
+        nb = self.count_items("buffer", _BUFFER_MIN_BYTES)
+        buffers = tuple(self.buffer() for _ in range(nb))
+        wg = (self.u32("workgroup size x"), self.u32("workgroup size y"), self.u32("workgroup size z"))
+        entry = self.node_list(1)
+        nf = self.count_items("function", _FUNCTION_MIN_BYTES)
+        functions = tuple(self.function() for _ in range(nf))
+        if self.pos != len(self.buf):
+            raise self.fail(f"{len(self.buf) - self.pos} trailing byte(s) after the program inside the body")
+        return Program(buffers, wg, entry, functions)
+
+
+def _d_lit_i32(d: _Decoder, depth: int) -> Expr:
+    d.need(4, "LitI32 value")
+    v: int = _i32.unpack_from(d.buf, d.pos)[0]
+    d.pos += 4
+    return LitI32(v)
+
+
+def _d_lit_f64(d: _Decoder, depth: int) -> Expr:
+    d.need(8, "LitF64 bits")
+    v: int = _u64.unpack_from(d.buf, d.pos)[0]
+    d.pos += 8
+    return LitF64(bits=v)
+
+
+def _d_atomic(d: _Decoder, depth: int) -> Expr:
+    op = d.enum(AtomicOp, "atomic op")
+    buf = d.ident("buffer name")
+    has_expected = d.flag("atomic has-expected flag")
+    index, value = d.expr(depth + 1), d.expr(depth + 1)
+    return Atomic(op, buf, index, value, d.expr(depth + 1) if has_expected else None)
+
+
+def _d_call(d: _Decoder, depth: int) -> Expr:
+    op_id = d.ident("function id")
+    n = d.count_items("argument", 1)
+    return Call(op_id, tuple(d.expr(depth + 1) for _ in range(n)))
+
+
+_ExprDecoder = Callable[[_Decoder, int], Expr]
+_EXPR_DECODERS: dict[ExprTag, _ExprDecoder] = {
+    ExprTag.LIT_BOOL: lambda d, k: LitBool(d.flag("LitBool value")),
+    ExprTag.LIT_I32: _d_lit_i32,
+    ExprTag.LIT_U32: lambda d, k: LitU32(d.u32("LitU32 value")),
+    ExprTag.LIT_F32: lambda d, k: LitF32(bits=d.u32("LitF32 bits")),
+    ExprTag.LIT_F64: _d_lit_f64,
+    ExprTag.VAR: lambda d, k: Var(d.ident("variable name")),
+    ExprTag.LOAD: lambda d, k: Load(d.ident("buffer name"), d.expr(k + 1)),
+    ExprTag.BUF_LEN: lambda d, k: BufLen(d.ident("buffer name")),
+    ExprTag.INVOCATION_ID: lambda d, k: InvocationId(d.axis()),
+    ExprTag.WORKGROUP_ID: lambda d, k: WorkgroupId(d.axis()),
+    ExprTag.LOCAL_ID: lambda d, k: LocalId(d.axis()),
+    ExprTag.SUBGROUP_LOCAL_ID: lambda d, k: SubgroupLocalId(),
+    ExprTag.SUBGROUP_SIZE: lambda d, k: SubgroupSize(),
+    ExprTag.BIN_OP: lambda d, k: BinOp(d.enum(BinOpKind, "binary op"), d.expr(k + 1), d.expr(k + 1)),
+    ExprTag.UN_OP: lambda d, k: UnOp(d.enum(UnOpKind, "unary op"), d.expr(k + 1)),
+    ExprTag.SELECT: lambda d, k: Select(d.expr(k + 1), d.expr(k + 1), d.expr(k + 1)),
+    ExprTag.CAST: lambda d, k: Cast(d.enum(DataType, "cast target"), d.expr(k + 1)),
+    ExprTag.FMA: lambda d, k: Fma(d.expr(k + 1), d.expr(k + 1), d.expr(k + 1)),
+    ExprTag.ATOMIC: _d_atomic,
+    ExprTag.SUBGROUP_BALLOT: lambda d, k: SubgroupBallot(d.expr(k + 1)),
+    ExprTag.SUBGROUP_SHUFFLE: lambda d, k: SubgroupShuffle(d.expr(k + 1), d.expr(k + 1)),
+    ExprTag.SUBGROUP_REDUCE: lambda d, k: SubgroupReduce(d.enum(BinOpKind, "subgroup reduce op"),
+                                                         d.expr(k + 1)),
+    ExprTag.CALL: _d_call,
+}
+
+_NodeDecoder = Callable[[_Decoder, int], Node]
+_NODE_DECODERS: dict[NodeTag, _NodeDecoder] = {
+    NodeTag.LET: lambda d, k: Let(d.ident("variable name"), d.expr(1)),
+    NodeTag.ASSIGN: lambda d, k: Assign(d.ident("variable name"), d.expr(1)),
+    NodeTag.STORE: lambda d, k: Store(d.ident("buffer name"), d.expr(1), d.expr(1)),
+    NodeTag.IF: lambda d, k: If(d.expr(1), d.node_list(k + 1), d.node_list(k + 1)),
+    NodeTag.LOOP: lambda d, k: Loop(d.ident("loop variable"), d.expr(1), d.expr(1), d.node_list(k + 1)),
+    NodeTag.BLOCK: lambda d, k: Block(d.node_list(k + 1)),
+    NodeTag.BARRIER: lambda d, k: Barrier(),
+    NodeTag.RETURN: lambda d, k: Return(),
+    NodeTag.REGION: lambda d, k: Region(d.text(MAX_LABEL_BYTES, "region label"), d.node_list(k + 1)),
+}
+
+
+def from_wire(data: bytes | bytearray | memoryview) -> Program:
+    """Decode and verify ``data``; raise WireError (only) for anything that is not a valid encoding."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise _err(f"expected bytes, got {type(data).__name__}", "pass the bytes from Program.to_wire()")
+    try:
+        raw = bytes(data)
+    except (TypeError, ValueError, BufferError) as exc:
+        raise _err(f"cannot read the buffer as bytes ({exc})", "pass a bytes object") from None
+    n = len(raw)
+    if n > MAX_WIRE_BYTES:
+        raise _err(f"input is {n} bytes; the limit is {MAX_WIRE_BYTES} (size limit)",
+                   "split the program into several kernels", 0)
+    k = min(n, len(MAGIC))
+    if raw[:k] != MAGIC[:k]:
+        raise _err(f"bad magic {raw[:4]!r}, expected {MAGIC!r}; this is not a vyre wire encoding",
+                   _FIX_DECODE, 0)
+    if n < HEADER_LEN:
+        raise _err(f"truncated: the header needs {HEADER_LEN} bytes but the input has {n}", _FIX_DECODE, n)
+    _, version, flags, body_len, digest = _HEADER.unpack_from(raw, 0)
+    if version != VERSION:
+        raise _err(f"unknown wire version {version}; this vyre reads version {VERSION}",
+                   "re-encode the program with this vyre version", 4)
+    if flags & ~KNOWN_FLAGS:
+        raise _err(f"unknown flags {flags:#06x}; version {VERSION} defines none",
+                   "re-encode the program with this vyre version", 6)
+    have = n - HEADER_LEN
+    if body_len > have:
+        raise _err(f"truncated: the header announces a {body_len}-byte body but {have} bytes follow",
+                   _FIX_DECODE, n)
+    if body_len < have:
+        raise _err(f"{have - body_len} trailing byte(s) after the {body_len}-byte body",
+                   _FIX_DECODE, HEADER_LEN + body_len)
+    body = raw[HEADER_LEN:]
+    if blake3.blake3(body).digest() != digest:
+        raise _err("digest mismatch: the body does not hash to the header's blake3 digest (corrupted)",
+                   _FIX_DECODE, 12)
+    return _Decoder(body, HEADER_LEN).program()
