@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import CodegenError
 from ..ir import AtomicOp, BinOpKind, DataType, Expr, Program, SubgroupBallot, SubgroupReduce, SubgroupShuffle
@@ -22,7 +22,13 @@ FULL_MASK = "0xFFFFFFFF"
 
 @dataclass
 class CudaTarget:
+    """``emulate_subgroups``: numba's simulator has no warp intrinsics, so subgroup operations go
+    through a workgroup-memory scratch array between two barriers instead (valid because they only
+    occur at uniform points, where every live invocation of the workgroup arrives)."""
+
     name: str = "cuda"
+    emulate_subgroups: bool = False
+    scratch_types: set[DataType] = field(default_factory=set)
 
     def id_src(self, kind: str, axis: int) -> str:
         return "_lane" if kind == "lane" else f"_{kind}{axis}"
@@ -43,6 +49,8 @@ class CudaTarget:
 
     def subgroup(self, e: Expr, dest: str, t: DataType, operand: Callable[[Expr], str],
                  operand_type: DataType, fresh: Callable[[str], str]) -> list[str]:
+        if self.emulate_subgroups:
+            return self._emulated(e, t, operand, operand_type, fresh)
         match e:
             case SubgroupBallot(c):
                 return [f"{{dest}} = uint32(cuda.ballot_sync({FULL_MASK}, {operand(c)}))"]
@@ -55,11 +63,38 @@ class CudaTarget:
                 acc = fresh("_sg")
                 lines = [f"{acc} = {operand(v)}"]
                 for off in (16, 8, 4, 2, 1):
-                    other = f"cuda.shfl_xor_sync({FULL_MASK}, {acc}, {off})"
+                    other = f"cuda.shfl_sync({FULL_MASK}, {acc}, _lane ^ uint32({off}))"
                     lines.append(f"{acc} = {_combine(op, operand_type, acc, other)}")
                 lines.append(f"{{dest}} = {acc}")
                 return lines
         raise CodegenError(f"not a subgroup op: {e!r}")
+
+
+    def _emulated(self, e: Expr, t: DataType, operand: Callable[[Expr], str],
+                  operand_type: DataType, fresh: Callable[[str], str]) -> list[str]:
+        st = DataType.U32 if operand_type is DataType.BOOL else operand_type
+        self.scratch_types.add(st)
+        scratch = f"_sgs_{st.short}"
+        acc = fresh("_sg")
+        match e:
+            case SubgroupBallot(c):
+                lines = [f"{scratch}[_lin] = uint32(1) if {operand(c)} else uint32(0)", "cuda.syncthreads()",
+                         f"{acc} = int64(0)", "for _k in range(32):",
+                         f"    if {scratch}[_lin - _lane + _k] != 0:", f"        {acc} |= int64(1) << _k",
+                         f"{acc} = uint32({acc})"]
+            case SubgroupShuffle(v, lane):
+                val = f"(uint32(1) if {operand(v)} else uint32(0))" if operand_type is DataType.BOOL else operand(v)
+                lines = [f"{scratch}[_lin] = {val}", "cuda.syncthreads()",
+                         f"{acc} = {scratch}[_lin - _lane + ({operand(lane)} & uint32(31))]"]
+                if operand_type is DataType.BOOL:
+                    lines.append(f"{acc} = {acc} != 0")
+            case SubgroupReduce(op, v):
+                lines = [f"{scratch}[_lin] = {operand(v)}", "cuda.syncthreads()",
+                         f"{acc} = {scratch}[_lin - _lane]", "for _k in range(1, 32):",
+                         f"    {acc} = {_combine(op, operand_type, acc, f'{scratch}[_lin - _lane + _k]')}"]
+            case _:
+                raise CodegenError(f"not a subgroup op: {e!r}")
+        return [*lines, "cuda.syncthreads()", f"{{dest}} = {acc}"]
 
 
 def _combine(op: BinOpKind, t: DataType, a: str, b: str) -> str:
@@ -72,7 +107,7 @@ def _sig(program: Program) -> str:
     return "void(" + ", ".join(args) + ")"
 
 
-def emit_cuda(program: Program, *, cache: bool = False) -> str:
+def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False) -> str:
     """Python source of a module defining ``vyre_kernel``, a ``@cuda.jit`` kernel for ``program``,
     ``vyre_kernel_py`` (the undecorated function, for ``cuda.compile_ptx``) and ``VYRE_SIGNATURE``.
 
@@ -83,7 +118,8 @@ def emit_cuda(program: Program, *, cache: bool = False) -> str:
     shared = [b for b in program.buffers if b.is_workgroup]
     buffer_src = {b.name: f"b{i}_{b.name}" for i, b in enumerate(storage)}
     buffer_src.update({b.name: f"s{i}_{b.name}" for i, b in enumerate(shared)})
-    em = Emitter(program, CudaTarget(), buffer_src)
+    target = CudaTarget(emulate_subgroups=simulator)
+    em = Emitter(program, target, buffer_src)
     wx, wy, _ = program.workgroup_size
     lines = em.lines
     em.emit(0, "def vyre_kernel_py(" + ", ".join(buffer_src[b.name] for b in storage) + "):")
@@ -92,16 +128,21 @@ def emit_cuda(program: Program, *, cache: bool = False) -> str:
         em.emit(1, f"_wg{a} = uint32(cuda.blockIdx.{_AXES[a]})")
         em.emit(1, f"_gid{a} = uint32(_wg{a} * uint32({program.workgroup_size[a]}) + _lid{a})")
     em.emit(1, f"_lane = uint32((_lid0 + _lid1 * uint32({wx}) + _lid2 * uint32({wx * wy})) & uint32(31))")
+    em.emit(1, f"_lin = uint32(_lid0 + _lid1 * uint32({wx}) + _lid2 * uint32({wx * wy}))")
     for b in shared:
         em.emit(1, f"{buffer_src[b.name]} = cuda.shared.array({b.count}, {CTOR[b.element]})")
+    decl_at = len(em.lines)
     scope: dict[str, Binding] = {}
     em.block(program.entry, scope, 1)
+    wg = program.workgroup_invocations
+    for st in sorted(target.scratch_types):
+        em.lines.insert(decl_at, f"    _sgs_{st.short} = cuda.shared.array({wg}, {CTOR[st]})")
     header = [
         f"# vyre generated kernel: target cuda, codegen v{CODEGEN_VERSION}. Do not edit.",
         "import math",
         "from numba import cuda, boolean, int32, int64, uint32, float32, float64",
         "",
-        "_dev = cuda.jit(device=True, forceinline=True)",
+        "_dev = cuda.jit(device=True)",
         "",
         "",
         "def _vy_fmod(a, b):",

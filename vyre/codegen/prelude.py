@@ -2,7 +2,7 @@
 
 They implement the parts of docs/semantics.md that one numba expression cannot (division guards,
 saturating casts, exact float rounding, bit counting, 16.16 multiply). The text is decorated with
-``@_dev``, which each target defines (``cuda.jit(device=True, forceinline=True)`` or ``numba.njit``),
+``@_dev``, which each target defines (``cuda.jit(device=True)`` or ``numba.njit``),
 so CPU and CUDA run the same definitions. Integer helpers widen to int64, whose arithmetic cannot
 overflow for 32-bit operands, and cast back (numba's ``uint32()``/``int32()`` casts truncate).
 """

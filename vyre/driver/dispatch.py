@@ -116,7 +116,7 @@ def compile(program: Program, backend: str | None = None, *, parallel: bool = Tr
     else:
         from ..codegen.cuda import emit_cuda
 
-        source = emit_cuda(program, cache=disk_cache and b == "cuda")
+        source = emit_cuda(program, cache=disk_cache and b == "cuda", simulator=b == "cudasim")
     mod, hit = cache.load_module(b, key, source, use_disk=disk_cache and b != "cudasim")
     fn = mod.vyre_kernel
     return Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn)
