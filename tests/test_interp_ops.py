@@ -21,7 +21,7 @@ from vyre.interp import (
     ATOMIC_EVAL, BINOP_EVAL, CAST_EVAL, UNOP_EVAL, eval_atomic, eval_binop, eval_cast, eval_unop, run,
 )
 from vyre.ir import (
-    ATOMIC_RULES, BINOP_RULES, UNOP_RULES, AtomicOp, BinOp, BinOpKind, Cast, DataType, LitU32,
+    ATOMIC_RULES, BINOP_RULES, UNOP_RULES, AtomicOp, BinOp, BinOpKind, Cast, DataType, LitU32, Node,
     Program, UnOp, UnOpKind, let, output, read, store, var,
 )
 
@@ -159,7 +159,8 @@ UN_CASES: list[tuple[UnOpKind, DataType, Any, Any]] = [
     (U.NEGATE, U32, 1, M), (U.NEGATE, U32, 0, 0), (U.NEGATE, U32, 0x80000000, 0x80000000),
     (U.NEGATE, F32, 0.0, -0.0), (U.NEGATE, F32, -INF, INF), (U.NEGATE, F64, 1.5, -1.5),
     (U.NEGATE, F64, 0.0, -0.0),
-    (U.BIT_NOT, I32, 0, -1), (U.BIT_NOT, I32, IMAX, IMIN), (U.BIT_NOT, U32, 0, M), (U.BIT_NOT, U32, 0xF0, 0xFFFFFF0F),
+    (U.BIT_NOT, I32, 0, -1), (U.BIT_NOT, I32, IMAX, IMIN), (U.BIT_NOT, U32, 0, M),
+    (U.BIT_NOT, U32, 0xF0, 0xFFFFFF0F),
     (U.LOGICAL_NOT, BOOL, True, False), (U.LOGICAL_NOT, BOOL, False, True),
     (U.ABS, I32, IMIN, IMIN), (U.ABS, I32, -5, 5), (U.ABS, I32, 7, 7), (U.ABS, U32, M, M),
     (U.ABS, F32, -0.0, 0.0), (U.ABS, F32, -INF, INF), (U.ABS, F32, NAN, NAN), (U.ABS, F64, -2.5, 2.5),
@@ -184,23 +185,29 @@ UN_CASES: list[tuple[UnOpKind, DataType, Any, Any]] = [
     (U.SIN, F64, -0.0, -0.0),
     (U.COS, F32, 0.0, 1.0), (U.COS, F64, -INF, NAN), (U.COS, F64, 0.0, 1.0),
     (U.TAN, F32, 0.0, 0.0), (U.TAN, F64, INF, NAN), (U.TAN, F64, -0.0, -0.0),
-    (U.ASIN, F32, 2.0, NAN), (U.ASIN, F32, 0.0, 0.0), (U.ASIN, F64, -1.5, NAN), (U.ASIN, F64, 1.0, math.pi / 2),
+    (U.ASIN, F32, 2.0, NAN), (U.ASIN, F32, 0.0, 0.0), (U.ASIN, F64, -1.5, NAN),
+    (U.ASIN, F64, 1.0, math.pi / 2),
     (U.ACOS, F32, 1.0, 0.0), (U.ACOS, F32, -2.0, NAN), (U.ACOS, F64, 2.0, NAN), (U.ACOS, F64, -1.0, math.pi),
     (U.ATAN, F32, INF, np.float32(math.pi / 2)), (U.ATAN, F64, -INF, -math.pi / 2), (U.ATAN, F64, 0.0, 0.0),
-    (U.SINH, F32, 100.0, INF), (U.SINH, F32, -0.0, -0.0), (U.SINH, F64, -1000.0, -INF), (U.SINH, F64, 0.0, 0.0),
+    (U.SINH, F32, 100.0, INF), (U.SINH, F32, -0.0, -0.0), (U.SINH, F64, -1000.0, -INF),
+    (U.SINH, F64, 0.0, 0.0),
     (U.COSH, F32, 0.0, 1.0), (U.COSH, F64, 1000.0, INF), (U.COSH, F64, -INF, INF),
     (U.TANH, F32, INF, 1.0), (U.TANH, F32, -INF, -1.0), (U.TANH, F64, 0.0, 0.0), (U.TANH, F64, 50.0, 1.0),
-    (U.FLOOR, F32, -0.5, -1.0), (U.FLOOR, F32, 0.5, 0.0), (U.FLOOR, F32, -0.0, -0.0), (U.FLOOR, F32, INF, INF),
+    (U.FLOOR, F32, -0.5, -1.0), (U.FLOOR, F32, 0.5, 0.0), (U.FLOOR, F32, -0.0, -0.0),
+    (U.FLOOR, F32, INF, INF),
     (U.FLOOR, F32, 8388607.5, 8388607.0), (U.FLOOR, F64, -2.5, -3.0), (U.FLOOR, F64, NAN, NAN),
     (U.FLOOR, F64, 1e300, 1e300),
-    (U.CEIL, F32, -0.5, -0.0), (U.CEIL, F32, 0.2, 1.0), (U.CEIL, F32, -INF, -INF), (U.CEIL, F64, 2.000001, 3.0),
+    (U.CEIL, F32, -0.5, -0.0), (U.CEIL, F32, 0.2, 1.0), (U.CEIL, F32, -INF, -INF),
+    (U.CEIL, F64, 2.000001, 3.0),
     (U.CEIL, F64, -0.9, -0.0),
-    (U.TRUNC, F32, -1.7, -1.0), (U.TRUNC, F32, 1.7, 1.0), (U.TRUNC, F32, -0.3, -0.0), (U.TRUNC, F64, -1e-300, -0.0),
+    (U.TRUNC, F32, -1.7, -1.0), (U.TRUNC, F32, 1.7, 1.0), (U.TRUNC, F32, -0.3, -0.0),
+    (U.TRUNC, F64, -1e-300, -0.0),
     (U.TRUNC, F64, 123456.789, 123456.0),
     (U.ROUND, F32, 0.5, 0.0), (U.ROUND, F32, 1.5, 2.0), (U.ROUND, F32, 2.5, 2.0), (U.ROUND, F32, -0.5, -0.0),
     (U.ROUND, F32, -1.5, -2.0), (U.ROUND, F32, -2.5, -2.0), (U.ROUND, F32, 0.49999997, 0.0),
     (U.ROUND, F32, 8388609.0, 8388609.0), (U.ROUND, F32, INF, INF), (U.ROUND, F32, NAN, NAN),
-    (U.ROUND, F64, 0.5, 0.0), (U.ROUND, F64, 3.5, 4.0), (U.ROUND, F64, -3.5, -4.0), (U.ROUND, F64, -0.2, -0.0),
+    (U.ROUND, F64, 0.5, 0.0), (U.ROUND, F64, 3.5, 4.0), (U.ROUND, F64, -3.5, -4.0),
+    (U.ROUND, F64, -0.2, -0.0),
     (U.ROUND, F64, 2.5000000000000004, 3.0), (U.ROUND, F64, 4503599627370497.0, 4503599627370497.0),
     (U.SIGN, I32, -7, -1), (U.SIGN, I32, 0, 0), (U.SIGN, I32, 9, 1), (U.SIGN, I32, IMIN, -1),
     (U.SIGN, F32, -3.0, -1.0), (U.SIGN, F32, 2.0, 1.0), (U.SIGN, F32, -0.0, -0.0), (U.SIGN, F32, NAN, NAN),
@@ -211,7 +218,8 @@ UN_CASES: list[tuple[UnOpKind, DataType, Any, Any]] = [
     (U.CLZ, U32, 0, 32), (U.CLZ, U32, 0xFFFF, 16),
     (U.CTZ, I32, 0, 32), (U.CTZ, I32, IMIN, 31), (U.CTZ, I32, 12, 2), (U.CTZ, U32, 0x80000000, 31),
     (U.CTZ, U32, 0, 32), (U.CTZ, U32, 1, 0),
-    (U.IS_NAN, F32, NAN, True), (U.IS_NAN, F32, INF, False), (U.IS_NAN, F64, NAN, True), (U.IS_NAN, F64, 0.0, False),
+    (U.IS_NAN, F32, NAN, True), (U.IS_NAN, F32, INF, False), (U.IS_NAN, F64, NAN, True),
+    (U.IS_NAN, F64, 0.0, False),
     (U.IS_INF, F32, -INF, True), (U.IS_INF, F32, F32_MAX, False), (U.IS_INF, F32, NAN, False),
     (U.IS_INF, F64, INF, True), (U.IS_INF, F64, 1e308, False),
     (U.IS_FINITE, F32, F32_TINY, True), (U.IS_FINITE, F32, NAN, False), (U.IS_FINITE, F32, INF, False),
@@ -304,7 +312,8 @@ ATOMIC_CASES: list[tuple[AtomicOp, DataType, Any, Any, Any, Any]] = [  # op, typ
     (A.AND, I32, -1, 6, None, 6), (A.AND, U32, 0b1100, 0b1010, None, 0b1000),
     (A.OR, I32, IMIN, 1, None, IMIN + 1), (A.OR, U32, 0b1100, 0b1010, None, 0b1110),
     (A.XOR, I32, -1, -1, None, 0), (A.XOR, U32, 0b1100, 0b1010, None, 0b0110),
-    (A.EXCHANGE, I32, 5, -9, None, -9), (A.EXCHANGE, U32, 5, 9, None, 9), (A.EXCHANGE, F32, 1.5, -0.0, None, -0.0),
+    (A.EXCHANGE, I32, 5, -9, None, -9), (A.EXCHANGE, U32, 5, 9, None, 9),
+    (A.EXCHANGE, F32, 1.5, -0.0, None, -0.0),
     (A.EXCHANGE, F64, 1.5, NAN, None, NAN),
     (A.COMPARE_EXCHANGE, U32, 5, 9, 5, 9), (A.COMPARE_EXCHANGE, U32, 5, 9, 4, 5),
     (A.COMPARE_EXCHANGE, I32, -1, 7, -1, 7), (A.COMPARE_EXCHANGE, I32, -1, 7, 1, -1),
@@ -333,10 +342,13 @@ def test_tables_cover_every_enum_member() -> None:
 
 
 def test_every_accepted_pair_has_cases() -> None:
-    assert {(c[0], c[1]) for c in BIN_CASES} == {(op, t) for op in BinOpKind for t in BINOP_RULES[op].operands}
-    assert {(c[0], c[1]) for c in UN_CASES} == {(op, t) for op in UnOpKind for t in UNOP_RULES[op].operands}
-    assert {(c[0], c[1]) for c in CAST_CASES} == set(CAST_EVAL)
-    assert {(c[0], c[1]) for c in ATOMIC_CASES} == {(op, t) for op in AtomicOp for t in ATOMIC_RULES[op].operands}
+    def pairs(cases: list[Any]) -> set[tuple[Any, DataType]]:
+        return {(c[0], c[1]) for c in cases}
+
+    assert pairs(BIN_CASES) == {(op, t) for op in BinOpKind for t in BINOP_RULES[op].operands}
+    assert pairs(UN_CASES) == {(op, t) for op in UnOpKind for t in UNOP_RULES[op].operands}
+    assert pairs(CAST_CASES) == set(CAST_EVAL)
+    assert pairs(ATOMIC_CASES) == {(op, t) for op in AtomicOp for t in ATOMIC_RULES[op].operands}
 
 
 def test_bad_scalar_inputs_raise_with_fix() -> None:
@@ -363,10 +375,11 @@ def _run_scalar(e_of: Any, in_types: list[DataType], out_type: DataType, values:
     """Load each operand from its own buffer, apply the expression, store the result, read back."""
     bufs = [read(f"in{k}", k, t) for k, t in enumerate(in_types)]
     out = output("out", len(in_types), out_type)
-    body = [let(f"v{k}", b[LitU32(0)]) for k, b in enumerate(bufs)]
+    body: list[Node] = [let(f"v{k}", b[LitU32(0)]) for k, b in enumerate(bufs)]
     body.append(store(out, LitU32(0), e_of(*[var(f"v{k}") for k in range(len(bufs))])))
     prog = Program.wrapped([*bufs, out], 1, body)
-    arrays = {f"in{k}": np.array([v], dtype=t.np_dtype) for k, (t, v) in enumerate(zip(in_types, values))}
+    arrays = {f"in{k}": np.array([v], dtype=t.np_dtype)
+              for k, (t, v) in enumerate(zip(in_types, values, strict=True))}
     arrays["out"] = np.zeros(1, dtype=out_type.np_dtype)
     res = run(prog, arrays, grid=1)
     got = res.buffers["out"][0]
