@@ -377,13 +377,15 @@ def newton_schulz_inv_sqrt(a: np.ndarray, max_iter: int = 100, tol: float = 1e-1
         )
     eye = np.eye(n)
     y, z = m / scale, eye.copy()
-    for _ in range(max_iter):
-        t = 0.5 * (3.0 * eye - z @ y)
-        y, z = y @ t, t @ z
-        if float(np.linalg.norm(t - eye)) < tol:
-            break
-    result = z / math.sqrt(scale)
-    check = result @ m @ result
+    with np.errstate(over="ignore", invalid="ignore"):  # divergence is detected below
+        for _ in range(max_iter):
+            t = 0.5 * (3.0 * eye - z @ y)
+            y, z = y @ t, t @ z
+            residual = float(np.linalg.norm(t - eye))
+            if not residual < 1e100 or residual < tol:  # diverged (indefinite input) or converged
+                break
+        result = z / math.sqrt(scale)
+        check = result @ m @ result
     if not np.all(np.isfinite(result)) or float(np.linalg.norm(check - eye)) > 1e-6 * max(1, n):
         raise TunerError(
             f"Newton-Schulz did not converge to an inverse square root in {max_iter} iterations "
