@@ -322,6 +322,34 @@ def test_divergent_barrier_is_an_error() -> None:
         run(prog, {"out": np.zeros(32, np.uint32)})
 
 
+@pytest.mark.parametrize("body", ["barrier", "ballot"])
+def test_scheduler_reports_lanes_that_cannot_meet(monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    """With validation bypassed, a sync point inside a divergent If is an InterpError, not a hang."""
+    import vyre.interp.machine as machine
+
+    monkeypatch.setattr(machine, "_validate", lambda program: None)
+    out = output("out", 0, U32)
+    sync = barrier() if body == "barrier" else let("m", ballot(lid().lt(3)))
+    prog = Program.wrapped([out], 64, [if_(lid().lt(40), [sync]), barrier(), store(out, gid(), u32(1))])
+    with pytest.raises(InterpError, match="workgroup \\(0, 0, 0\\).*Fix:"):
+        run(prog, {"out": np.zeros(64, np.uint32)})
+
+
+def test_float_literals_keep_their_bits() -> None:
+    out = output("out", 0, F32)
+    x = read("x", 1, F32)
+    prog = Program.wrapped([out, x], 1, [
+        store(out, u32(0), f32(-0.0)),
+        store(out, u32(1), x[u32(0)] * -0.0),
+        store(out, u32(2), x[u32(0)] + float("nan")),
+        store(out, u32(3), x[u32(0)] + 1e-45),  # smallest subnormal
+    ])
+    o = np.ones(4, np.float32)
+    run(prog, {"out": o, "x": np.array([2.0], np.float32)}, grid=1)
+    assert np.signbit(o[0]) and o[0] == 0 and np.signbit(o[1]) and np.isnan(o[2])
+    assert o[3] == np.float32(2.0)
+
+
 # --- limits and bad inputs -------------------------------------------------------------------
 
 def test_max_steps_stops_runaway_loops() -> None:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from ..errors import InterpError
 from ..ir.expr import (
     Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, FunctionDef, InvocationId, LitBool, LitF32,
@@ -30,7 +32,7 @@ from ..ir.expr import (
 from ..ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from ..ir.ops import BINOP_RULES, UNOP_RULES, BinOpKind
 from ..ir.types import DataType
-from .scalar import CAST_EVAL, Value, atomic_fn, binop_fn, to_value, unop_fn, zero_of
+from .scalar import CAST_EVAL, Value, atomic_fn, binop_fn, unop_fn, zero_of
 
 Regs = list[Any]
 Ev = Callable[[Regs], Value]
@@ -128,8 +130,9 @@ class Compiler:
                 return _lit(v), DataType.I32, 1
             case LitU32(v):
                 return _lit(v), DataType.U32, 1
-            case LitF32():
-                return _lit(to_value(DataType.F32, e.value)), DataType.F32, 1
+            case LitF32(bits):
+                # From the bit pattern, so -0.0 and NaN payloads are exact.
+                return _lit(np.array(bits, dtype=np.uint32).view(np.float32)[()]), DataType.F32, 1
             case LitF64():
                 return _lit(e.value), DataType.F64, 1
             case Var(name):
