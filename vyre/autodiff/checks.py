@@ -1,0 +1,326 @@
+"""Static checks that decide whether a program can be differentiated exactly.
+
+They run on the inlined, uniquely renamed source tree (same shape as the user's ``entry``), so
+every :class:`~vyre.errors.AutodiffError` names the offending statement by its path.
+
+Activity: a float value is *active* when it depends (through values, not control) on a buffer
+being differentiated; an integer or bool value is *tainted* when it depends on an active float
+(a comparison, a float->int cast, a load at a tainted index). Tainted values may steer indices,
+conditions and loop bounds (they carry no gradient there), but a float computed from one is
+rejected: its derivative would be silently zero (``cast(f32, cast(u32, x))``), and so is an
+active float through a piecewise-constant op (``floor``, ``round``, ``sign``, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..errors import AutodiffError
+from ..ir._checks import is_identifier
+from ..ir.expr import (
+    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, InvocationId, LitBool, LitF32, LitF64, LitI32,
+    LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce,
+    SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, walk,
+)
+from ..ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store, node_exprs
+from ..ir.ops import BINOP_RULES, UNOP_RULES, AtomicOp
+from ..ir.program import Program
+from ..ir.types import DataType
+from .prepare import iter_paths
+from .rules import UNOP_DERIV, NonDiff
+
+
+def _err(path: str, found: str, fix: str) -> AutodiffError:
+    return AutodiffError(f"{path}: {found}. Fix: {fix}")
+
+
+def check_request(program: Program, outputs: Iterable[str], inputs: Iterable[str],
+                  new_prefixes: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Names exist, are float storage buffers, and the buffers autodiff adds do not collide."""
+    outs, ins = list(outputs), list(inputs)
+    for group, label in ((outs, "outputs"), (ins, "inputs")):
+        if isinstance(group, str) or not all(isinstance(n, str) for n in group):
+            raise AutodiffError(f"{label} must be a list of buffer names, got {group!r}. "
+                                f"Fix: pass e.g. {label}=['x']")
+        if len(set(group)) != len(group):
+            raise AutodiffError(f"{label} {group!r} names a buffer twice. Fix: list each buffer once")
+    declared = {b.name: b for b in program.buffers}
+    for name in (*outs, *ins):
+        if name not in declared:
+            raise AutodiffError(
+                f"unknown buffer {name!r}; the program declares {sorted(declared)}. "
+                "Fix: differentiate buffers the program declares")
+        b = declared[name]
+        if b.is_workgroup:
+            raise AutodiffError(f"buffer {name!r} is workgroup memory; expected a storage buffer. "
+                                "Fix: differentiate storage buffers only")
+        if not b.element.is_float:
+            raise AutodiffError(
+                f"buffer {name!r} holds {b.element.short}; expected f32 or f64 (only floats have "
+                "gradients). Fix: differentiate float buffers; integer buffers carry no gradient")
+    for name in outs:
+        if not declared[name].access.writable:
+            raise AutodiffError(
+                f"output {name!r} is {declared[name].access.name}, so the program never writes it; "
+                "expected a buffer the program stores to. Fix: name written buffers as outputs")
+    for name in ins:
+        if not declared[name].access.readable:
+            raise AutodiffError(f"input {name!r} is write-only; expected a buffer the program "
+                                "reads. Fix: name buffers the program loads as inputs")
+    for name in (*outs, *ins):
+        for prefix in new_prefixes:
+            new = prefix + name
+            if new in declared:
+                raise AutodiffError(
+                    f"the program already declares a buffer {new!r}, which autodiff needs for "
+                    f"{name!r}. Fix: rename that buffer")
+            if not is_identifier(new):
+                raise AutodiffError(f"buffer name {new!r} is not an identifier of at most 64 "
+                                    f"characters. Fix: give {name!r} a shorter name")
+    return outs, ins
+
+
+@dataclass
+class Activity:
+    """Fixed point of which locals are active (floats) or tainted (ints/bools)."""
+
+    program: Program
+    active_bufs: set[str]
+    types: dict[str, DataType] = field(default_factory=dict)
+    active: set[str] = field(default_factory=set)
+    taint: set[str] = field(default_factory=set)
+    report: Callable[[Expr, str], None] | None = None
+
+    def info(self, e: Expr) -> tuple[DataType, bool, bool]:
+        """(type, active, tainted) of ``e``."""
+        match e:
+            case LitBool():
+                return DataType.BOOL, False, False
+            case LitI32():
+                return DataType.I32, False, False
+            case LitU32() | BufLen() | InvocationId() | WorkgroupId() | LocalId():
+                return DataType.U32, False, False
+            case SubgroupLocalId() | SubgroupSize():
+                return DataType.U32, False, False
+            case LitF32():
+                return DataType.F32, False, False
+            case LitF64():
+                return DataType.F64, False, False
+            case Var(name):
+                return self.types[name], name in self.active, name in self.taint
+            case Load(buf, idx):
+                ty = self.program.buffer(buf).element
+                _, _, it = self.info(idx)
+                if ty.is_float:
+                    return ty, buf in self.active_bufs, False
+                return ty, False, it
+            case Atomic(_, buf, idx, v, ex):
+                ty = self.program.buffer(buf).element
+                parts = [self.info(idx), self.info(v)] + ([self.info(ex)] if ex is not None else [])
+                if ty.is_float:
+                    return ty, buf in self.active_bufs or parts[1][1], False
+                return ty, False, any(p[1] or p[2] for p in parts)
+            case BinOp(op, a, b):
+                ta, aa, at = self.info(a)
+                _, ba, bt = self.info(b)
+                ty = BINOP_RULES[op].result_for(ta)
+                return self._combine(ty, [(ta, aa, at), (ta, ba, bt)], e)
+            case UnOp(op, a):
+                ta, aa, at = self.info(a)
+                ty = UNOP_RULES[op].result_for(ta)
+                if aa and ty.is_float and isinstance(UNOP_DERIV[op], NonDiff) and self.report:
+                    rule = UNOP_DERIV[op]
+                    assert isinstance(rule, NonDiff)
+                    self.report(e, f"{op.name.lower()} of a value that depends on a differentiated "
+                                   f"input: {rule.why}|{rule.fix}")
+                return self._combine(ty, [(ta, aa, at)], e)
+            case Select(c, a, b):
+                _, _, ct = self.info(c)
+                ta, aa, at = self.info(a)
+                _, ba, bt = self.info(b)
+                if ta.is_float:
+                    return ta, aa or ba, False
+                return ta, False, ct or at or bt or aa or ba
+            case Cast(target, v):
+                tv, va, vt = self.info(v)
+                if target.is_float and not tv.is_float:
+                    if vt and self.report:
+                        self.report(e, f"a float computed from a {tv.short} that depends on a "
+                                       "differentiated input (through a comparison, a float->int "
+                                       "cast or an integer op); its derivative would be silently "
+                                       "zero|compute the float from floats only, or use the "
+                                       "integer only as an index or condition")
+                    return target, False, False
+                if target.is_float:
+                    return target, va, False
+                return target, False, va or vt
+            case Fma(a, b, c):
+                parts = [self.info(x) for x in (a, b, c)]
+                return parts[0][0], any(p[1] for p in parts), False
+            case SubgroupBallot(c):
+                _, ca, ct = self.info(c)
+                return DataType.U32, False, ca or ct
+            case SubgroupShuffle(v, lane):
+                tv, va, vt = self.info(v)
+                _, _, lt = self.info(lane)
+                return tv, va, vt or lt
+            case SubgroupReduce(_, v):
+                return self.info(v)
+            case Call():
+                raise TypeError("calls must be inlined before the activity analysis")
+            case _:
+                raise TypeError(f"not a vyre expression: {e!r}")
+
+    @staticmethod
+    def _combine(ty: DataType, parts: list[tuple[DataType, bool, bool]],
+                 e: Expr) -> tuple[DataType, bool, bool]:
+        if ty.is_float:
+            return ty, any(p[1] for p in parts), False
+        return ty, False, any(p[1] or p[2] for p in parts)
+
+    def _set(self, name: str, act: bool, tnt: bool) -> bool:
+        changed = False
+        if act and name not in self.active:
+            self.active.add(name)
+            changed = True
+        if tnt and name not in self.taint:
+            self.taint.add(name)
+            changed = True
+        return changed
+
+    def solve(self, body: tuple[Node, ...], *, buffers_from_stores: bool) -> None:
+        """Iterate to the fixed point (flow-insensitive over the uniquely named locals).
+
+        With ``buffers_from_stores`` a buffer that receives an active store becomes active too
+        (forward mode, where a program may read what it wrote)."""
+        nodes = [n for _, n in iter_paths(body)]
+        self._types(body)
+        changed = True
+        while changed:
+            changed = False
+            for n in nodes:
+                match n:
+                    case Let(name, v) | Assign(name, v):
+                        _, a, t = self.info(v)
+                        changed |= self._set(name, a, t)
+                    case Loop(var, s, e, _):
+                        changed |= self._set(var, False, self.info(s)[2] or self.info(e)[2])
+                    case Store(buf, _, v) if buffers_from_stores:
+                        if self.info(v)[1] and buf not in self.active_bufs:
+                            self.active_bufs.add(buf)
+                            changed = True
+                    case _:
+                        pass
+                if buffers_from_stores and isinstance(n, Let) and isinstance(n.value, Atomic):
+                    at = n.value
+                    if self.info(at.value)[1] and at.buffer not in self.active_bufs:
+                        self.active_bufs.add(at.buffer)
+                        changed = True
+
+    def _types(self, body: tuple[Node, ...]) -> None:
+        for _, n in iter_paths(body):
+            match n:
+                case Let(name, v):
+                    self.types[name] = self.info(v)[0]
+                case Loop(var, _, _, _):
+                    self.types[var] = DataType.U32
+                case _:
+                    pass
+
+    def find_errors(self, body: tuple[Node, ...]) -> None:
+        """Raise the first rejected use of an active or tainted value."""
+        for path, n in iter_paths(body):
+            def report(e: Expr, msg: str, path: str = path) -> None:
+                found, fix = msg.split("|", 1)
+                raise _err(path, found, fix)
+
+            self.report = report
+            try:
+                for e in node_exprs(n):
+                    self.info(e)
+            finally:
+                self.report = None
+
+
+def _sync_and_atomics(program: Program, body: tuple[Node, ...]) -> None:
+    for b in program.buffers:
+        if b.is_workgroup:
+            raise AutodiffError(
+                f"buffer {b.name!r} is workgroup memory; autodiff does not differentiate programs "
+                "that share data through workgroup memory. Fix: compute the value per invocation "
+                "from storage buffers, or differentiate the stages separately")
+    for path, n in iter_paths(body):
+        if isinstance(n, Barrier):
+            raise _err(path, "a Barrier; autodiff does not differentiate programs that "
+                             "synchronise invocations", "remove the barrier (split the program "
+                                                        "into separate dispatches)")
+        for e in node_exprs(n):
+            for x in walk(e):
+                if isinstance(x, SubgroupBallot | SubgroupShuffle | SubgroupReduce):
+                    raise _err(path, f"a subgroup op ({type(x).__name__}); the backward pass "
+                                     "would need every lane to take the same path",
+                               "compute the value per invocation without subgroup ops")
+
+
+def check_grad_forward(program: Program, body: tuple[Node, ...], outputs: list[str],
+                       inputs: list[str]) -> Activity:
+    """Everything ``grad`` rejects, with the path of the first offending statement."""
+    _sync_and_atomics(program, body)
+    loaded: dict[str, str] = {}
+    for path, n in iter_paths(body):
+        for e in node_exprs(n):
+            for x in walk(e):
+                if isinstance(x, Atomic):
+                    raise _err(path, f"an atomic {x.op.name.lower()} on {x.buffer!r}; the backward "
+                                     "pass cannot replay or reverse it",
+                               "differentiate a program without atomics (e.g. one invocation per "
+                               "output element)")
+                if isinstance(x, Load):
+                    loaded.setdefault(x.buffer, path)
+    for path, n in iter_paths(body):
+        if isinstance(n, Store) and n.buffer in loaded:
+            raise _err(path, f"a store to {n.buffer!r}, which the program also loads (at "
+                             f"{loaded[n.buffer]}); the backward pass sees only pre-forward "
+                             "contents, so an in-place update cannot be differentiated",
+                       "write the result to a separate output buffer")
+    written = {n.buffer for _, n in iter_paths(body) if isinstance(n, Store)}
+    for name in inputs:
+        if name in written:
+            raise AutodiffError(
+                f"input {name!r} is also written by the program; its gradient would mix the "
+                "values it held before and after. Fix: read inputs from a buffer the program "
+                "does not write")
+    act = Activity(program, set(inputs))
+    act.solve(body, buffers_from_stores=False)
+    act.find_errors(body)
+    return act
+
+
+def check_jvp_forward(program: Program, body: tuple[Node, ...], inputs: list[str]) -> Activity:
+    """What ``jvp`` rejects: sync, and float atomics other than an add whose old value is unused."""
+    _sync_and_atomics(program, body)
+    act = Activity(program, set(inputs))
+    act.solve(body, buffers_from_stores=True)
+    act.find_errors(body)
+    used_names = {x.name for _, n in iter_paths(body) for e in node_exprs(n) for x in walk(e)
+                  if isinstance(x, Var)}
+    for path, n in iter_paths(body):
+        if isinstance(n, Let) and isinstance(n.value, Atomic):
+            at = n.value
+            el = program.buffer(at.buffer).element
+            if not el.is_float or at.buffer not in act.active_bufs:
+                continue
+            if at.op is not AtomicOp.ADD:
+                raise _err(path, f"an atomic {at.op.name.lower()} on the active float buffer "
+                                 f"{at.buffer!r}; only atomic add has a tangent",
+                           "use an atomic add, or keep the buffer out of the differentiated path")
+            if n.name in used_names:
+                raise _err(path, "the old value returned by an atomic add on an active buffer is "
+                                 "read; it depends on the order invocations run in",
+                           "do not use the value an atomic add returns")
+    for path, n in iter_paths(body):
+        if isinstance(n, Store | Let | Assign | If | Loop | Block | Region | Return):
+            continue
+        raise _err(path, f"an unsupported statement {type(n).__name__}", "remove it")
+    return act

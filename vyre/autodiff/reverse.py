@@ -1,0 +1,394 @@
+"""Reverse mode: ``grad(program, outputs, inputs) -> Program`` (see docs/autodiff.md).
+
+Per invocation the backward program replays the forward computation (stores left out), then runs
+the adjoint statements in reverse order. Adjoints of locals are locals with a symbolic zero (no
+statement is built until a contribution exists). Across control flow:
+
+* ``If``: the adjoint of the branch taken is run; it recomputes the branch's locals first.
+  Adjoints of outer values touched inside become mutable accumulators for the duration.
+* ``Loop`` (one not unrolled by :mod:`vyre.autodiff.ssa`): iterations are reversed by
+  recomputation: reverse iteration ``i`` re-runs iterations ``start .. i-1`` from the saved
+  loop-entry state to restore the loop-carried values, recomputes iteration ``i``'s locals, then
+  runs its adjoint. Exact for any bounds, O(n^2) work; the re-run is dropped by dead-code
+  elimination when the adjoint does not need the carried values (sums, dot products).
+* Gradients of an input accumulate with an atomic add, unless every load of that input is at
+  ``InvocationId(0)`` (the invocation's own element): then they are summed in a local and
+  written once at the end.
+* An output element may be stored more than once per invocation only if the stores are provably
+  to different elements or on exclusive branches; otherwise a ``stored_<out>`` flag buffer makes
+  only the last store (in forward order) receive the cotangent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.expr import Atomic, BinOp, Cast, Expr, Fma, InvocationId, LitU32, Load, Select, UnOp, Var, lit
+from ..ir.functions import substitute
+from ..ir.node import Assign, If, Let, Loop, Node, Store
+from ..ir.ops import AtomicOp, BinOpKind
+from ..ir.program import BufferAccess, BufferDecl, Program
+from ..ir.types import DataType
+from .checks import check_grad_forward, check_request
+from .dce import eliminate_dead_code
+from .nf import (
+    Names, NIf, NLet, NLoop, NStmt, NStore, active_names, buffer_loads, defined, emit, free_vars, is_atom,
+    parallel_assign, rename,
+)
+from .prepare import inline_and_rename, remove_returns, source_names
+from .rules import BINOP_DERIV, UNOP_DERIV, BinDiff, Ctx, UnDiff, fma_contribs, select_contribs
+from .ssa import to_normal_form
+
+GRAD_PREFIX = "grad_"
+STORED_PREFIX = "stored_"
+
+
+@dataclass
+class _Env:
+    """Adjoints at one nesting level: symbolic ones (atoms) and outer ones being accumulated."""
+
+    adj: dict[str, Expr] = field(default_factory=dict)
+    acc: dict[str, str] = field(default_factory=dict)
+
+
+def _private_key(buf: str) -> str:
+    return "@" + buf  # never a variable name
+
+
+class _Reverse:
+    def __init__(self, program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType],
+                 names: Names, outputs: list[str], inputs: list[str], *, private_ok: bool) -> None:
+        self.program = program
+        self.names = names
+        self.outputs = set(outputs)
+        self.inputs = set(inputs)
+        self.types = dict(types)
+        self.active = active_names(stmts, self.inputs, self.types)
+        loads = buffer_loads(stmts)
+        self.private = {b for b in inputs if private_ok
+                        and all(ld.index == InvocationId(0) for ld in loads if ld.buffer == b)}
+        self.marked = {b for b in outputs if _needs_marks(stmts, b)}
+        for b in self.private:
+            self.types[_private_key(b)] = program.buffer(b).element
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def ty(self, name: str) -> DataType:
+        return self.types[self.names.root(name)] if not name.startswith("@") else self.types[name]
+
+    def is_active(self, name: str) -> bool:
+        return name.startswith("@") or self.names.root(name) in self.active
+
+    def zero(self, name: str) -> Expr:
+        return lit(0.0, self.ty(name))
+
+    def atomize(self, e: Expr, out: list[Node], hint: str = "adj") -> Expr:
+        if is_atom(e):
+            return e
+        name = self.names.fresh(hint)
+        out.append(Let(name, e))
+        return Var(name)
+
+    def contribute(self, env: _Env, out: list[Node], target: Expr | str, d: Expr) -> None:
+        """Add ``d`` to the adjoint of ``target`` (a variable, or a literal that takes nothing)."""
+        if isinstance(target, str):
+            name = target
+        elif isinstance(target, Var):
+            name = target.name
+        else:
+            return
+        if not self.is_active(name):
+            return
+        if name in env.acc:
+            a = env.acc[name]
+            out.append(Assign(a, BinOp(BinOpKind.ADD, Var(a), d)))
+        elif name in env.adj:
+            t = self.names.fresh("adj")
+            out.append(Let(t, BinOp(BinOpKind.ADD, env.adj[name], d)))
+            env.adj[name] = Var(t)
+        else:
+            env.adj[name] = self.atomize(d, out)
+
+    def open_scope(self, env: _Env, out: list[Node], targets: set[str]) -> tuple[_Env, dict[str, str]]:
+        """Accumulators for the outer adjoints a nested construct may add to."""
+        child = _Env({}, dict(env.acc))
+        new: dict[str, str] = {}
+        for v in sorted(targets):
+            if v in env.acc or not self.is_active(v):
+                continue
+            a = self.names.fresh("acc")
+            out.append(Let(a, env.adj.get(v, self.zero(v))))
+            child.acc[v] = a
+            new[v] = a
+        return child, new
+
+    def close_scope(self, env: _Env, new: dict[str, str]) -> None:
+        for v, a in new.items():
+            env.adj[v] = Var(a)
+
+    def targets(self, stmts: tuple[NStmt, ...], extra: set[str]) -> set[str]:
+        found = {v for v in free_vars(stmts) | extra if self.is_active(v)}
+        found |= {_private_key(ld.buffer) for ld in buffer_loads(stmts) if ld.buffer in self.private}
+        return found
+
+    def has_store(self, stmts: tuple[NStmt, ...]) -> bool:
+        for s in stmts:
+            match s:
+                case NStore(buf, _, _) if buf in self.outputs:
+                    return True
+                case NIf(_, t, o, _):
+                    if self.has_store(t) or self.has_store(o):
+                        return True
+                case NLoop(_, _, _, b, _):
+                    if self.has_store(b):
+                        return True
+                case _:
+                    pass
+        return False
+
+    # -- statements ---------------------------------------------------------------------------
+
+    def block(self, stmts: tuple[NStmt, ...], env: _Env, out: list[Node]) -> None:
+        for s in reversed(stmts):
+            match s:
+                case NLet():
+                    self.let(s, env, out)
+                case NStore():
+                    self.store(s, env, out)
+                case NIf():
+                    self.if_(s, env, out)
+                case NLoop():
+                    self.loop(s, env, out)
+                case _:
+                    raise TypeError(f"not a normal-form statement: {s!r}")
+
+    def let(self, s: NLet, env: _Env, out: list[Node]) -> None:
+        d = env.adj.get(s.name)
+        if d is None:
+            return
+        r: Expr = Var(s.name)
+        match s.value:
+            case Var() as a:
+                self.contribute(env, out, a, d)
+            case Load(buf, idx):
+                if buf not in self.inputs:
+                    return
+                if buf in self.private:
+                    self.contribute(env, out, _private_key(buf), d)
+                else:
+                    out.append(Let(self.names.fresh("scatter"),
+                                   Atomic(AtomicOp.ADD, GRAD_PREFIX + buf, idx, d)))
+            case BinOp(op, a, b):
+                rule = BINOP_DERIV[op]
+                assert isinstance(rule, BinDiff), f"{op} on an active float"
+                ca, cb = rule.rule(Ctx(a, b, r, s.ty), d)
+                if ca is not None:
+                    self.contribute(env, out, a, ca)
+                if cb is not None:
+                    self.contribute(env, out, b, cb)
+            case UnOp(op, a):
+                urule = UNOP_DERIV[op]
+                assert isinstance(urule, UnDiff), f"{op} on an active float"
+                self.contribute(env, out, a, urule.rule(Ctx(a, a, r, s.ty), d))
+            case Select(c, a, b):
+                ca, cb = select_contribs(c, d, s.ty)
+                self.contribute(env, out, a, ca)
+                self.contribute(env, out, b, cb)
+            case Cast(_, v):
+                if isinstance(v, Var) and self.ty(v.name).is_float:
+                    src = self.ty(v.name)
+                    self.contribute(env, out, v, d if src == s.ty else Cast(src, d))
+            case Fma(a, b, c):
+                ca, cb, cc = fma_contribs(a, b, d)
+                self.contribute(env, out, a, ca)
+                self.contribute(env, out, b, cb)
+                self.contribute(env, out, c, cc)
+            case _:
+                raise TypeError(f"no adjoint for the binding {s!r}")
+
+    def store(self, s: NStore, env: _Env, out: list[Node]) -> None:
+        if s.buffer not in self.outputs:
+            return
+        cot: Expr = Load(GRAD_PREFIX + s.buffer, s.index)
+        if s.buffer in self.marked:
+            # Only the last store (in forward order) to an element receives its cotangent.
+            m = self.names.fresh("seen")
+            out.append(Let(m, Atomic(AtomicOp.EXCHANGE, STORED_PREFIX + s.buffer, s.index, LitU32(1))))
+            zero = lit(0.0, self.program.buffer(s.buffer).element)
+            cot = Select(BinOp(BinOpKind.EQ, Var(m), LitU32(0)), cot, zero)
+        self.contribute(env, out, s.value, cot)
+
+    def if_(self, s: NIf, env: _Env, out: list[Node]) -> None:
+        seeds = [(p, env.adj[p.name]) for p in s.phis if p.name in env.adj]
+        if not seeds and not self.has_store(s.then + s.other):
+            return
+        branches: list[list[Node]] = []
+        extra = {a.name for p, _ in seeds for a in (p.then, p.other) if isinstance(a, Var)}
+        extra -= defined(s.then + s.other)
+        child_targets = self.targets(s.then + s.other, extra)
+        child_proto, new = self.open_scope(env, out, child_targets)
+        for stmts, pick in ((s.then, lambda p: p.then), (s.other, lambda p: p.other)):
+            subst: dict[str, Expr] = {}
+            copy = rename(stmts, subst, self.names)
+            body = emit(copy, self.names, stores=False)
+            child = _Env({}, dict(child_proto.acc))
+            for p, d in seeds:
+                self.contribute(child, body, substitute(pick(p), subst), d)
+            self.block(copy, child, body)
+            branches.append(body)
+        out.append(If(s.cond, tuple(branches[0]), tuple(branches[1])))
+        self.close_scope(env, new)
+
+    def loop(self, s: NLoop, env: _Env, out: list[Node]) -> None:
+        live = [c for c in s.carried if self.is_active(c.name) and c.name in env.adj]
+        if not live and not self.has_store(s.body):
+            return
+        act_carried = [c for c in s.carried if self.is_active(c.name)]
+        extra = {c.next.name for c in s.carried if isinstance(c.next, Var)} - defined(s.body)
+        inner_defs = {s.var} | {c.name for c in s.carried}
+        child_targets = self.targets(s.body, extra) - inner_defs
+        child_proto, new = self.open_scope(env, out, child_targets)
+        adjc = {}
+        for c in act_carried:
+            adjc[c.name] = self.names.fresh("adjc")
+            out.append(Let(adjc[c.name], env.adj.get(c.name, lit(0.0, c.ty))))
+        k, i, j = self.names.fresh("rk"), self.names.copy_of(s.var), self.names.copy_of(s.var)
+        one = LitU32(1)
+        it: list[Node] = [Let(i, BinOp(BinOpKind.ADD, BinOp(BinOpKind.SUB, BinOp(
+            BinOpKind.SUB, s.end, one), Var(k)), s.start))]
+        cc = {c.name: self.names.copy_of(c.name) for c in s.carried}
+        it += [Let(cc[c.name], c.entry) for c in s.carried]
+        if s.carried:
+            # Restore the carried values at the start of iteration i by re-running start .. i-1.
+            sub1: dict[str, Expr] = {s.var: Var(j), **{n: Var(m) for n, m in cc.items()}}
+            pre = rename(s.body, sub1, self.names)
+            pre_body = emit(pre, self.names, stores=False)
+            pre_body += parallel_assign([(cc[c.name], substitute(c.next, sub1)) for c in s.carried],
+                                        self.names)
+            it.append(Loop(j, s.start, Var(i), tuple(pre_body)))
+        sub2: dict[str, Expr] = {s.var: Var(i), **{n: Var(m) for n, m in cc.items()}}
+        copy = rename(s.body, sub2, self.names)
+        it += emit(copy, self.names, stores=False)
+        child = _Env({}, dict(child_proto.acc))
+        for c in act_carried:
+            self.contribute(child, it, substitute(c.next, sub2), Var(adjc[c.name]))
+        self.block(copy, child, it)
+        for c in act_carried:
+            it.append(Assign(adjc[c.name], child.adj.get(cc[c.name], lit(0.0, c.ty))))
+        out.append(Loop(k, s.start, s.end, tuple(it)))
+        for c in act_carried:
+            self.contribute(env, out, c.entry, Var(adjc[c.name]))
+        self.close_scope(env, new)
+
+
+def _split_const(e: Expr) -> tuple[Expr, int]:
+    """``e`` as ``base + constant`` (u32 wrap-around), peeling literal terms."""
+    if isinstance(e, BinOp) and e.op in (BinOpKind.ADD, BinOpKind.SUB):
+        if isinstance(e.right, LitU32):
+            base, c = _split_const(e.left)
+            k = e.right.value if e.op is BinOpKind.ADD else -e.right.value
+            return base, (c + k) % 2**32
+        if isinstance(e.left, LitU32) and e.op is BinOpKind.ADD:
+            base, c = _split_const(e.right)
+            return base, (c + e.left.value) % 2**32
+    if isinstance(e, LitU32):
+        return LitU32(0), e.value
+    return e, 0
+
+
+def _store_sites(stmts: tuple[NStmt, ...], buf: str, path: tuple[tuple[int, int], ...],
+                 in_loop: bool, out: list[tuple[Expr, tuple[tuple[int, int], ...], bool]],
+                 counter: list[int]) -> None:
+    for s in stmts:
+        match s:
+            case NStore(b, idx, _) if b == buf:
+                out.append((idx, path, in_loop))
+            case NIf(_, t, o, _):
+                counter[0] += 1
+                me = counter[0]
+                _store_sites(t, buf, (*path, (me, 0)), in_loop, out, counter)
+                _store_sites(o, buf, (*path, (me, 1)), in_loop, out, counter)
+            case NLoop(_, _, _, body, _):
+                _store_sites(body, buf, path, True, out, counter)
+            case _:
+                pass
+
+
+def _needs_marks(stmts: tuple[NStmt, ...], buf: str) -> bool:
+    """Whether one invocation might store to the same element of ``buf`` twice."""
+    sites: list[tuple[Expr, tuple[tuple[int, int], ...], bool]] = []
+    _store_sites(stmts, buf, (), False, sites, [0])
+    if any(in_loop for _, _, in_loop in sites):
+        return True
+    for x in range(len(sites)):
+        for y in range(x + 1, len(sites)):
+            (ia, pa, _), (ib, pb, _) = sites[x], sites[y]
+            exclusive = any(ka == kb and ba != bb for ka, ba in pa for kb, bb in pb)
+            ba_, ca = _split_const(ia)
+            bb_, cb = _split_const(ib)
+            if not exclusive and not (ba_ == bb_ and ca != cb):
+                return True
+    return False
+
+
+def grad(program: Program, outputs: list[str], inputs: list[str], *, accumulate: bool = True,
+         grid_1d: bool = True) -> Program:
+    """The backward (vector-Jacobian product) program of ``program``.
+
+    Buffers: every forward buffer (read-only; bind it with its *pre-forward* contents), then for
+    each output ``grad_<out>`` (read-only cotangent, same element type and length), for each
+    output that one invocation may store twice ``stored_<out>`` (u32 flags, zero-filled, same
+    length), and for each input ``grad_<in>`` (read-write output, same element type and length).
+    Gradients are *added* into ``grad_<in>``: zero-fill it (or pass a gradient to accumulate
+    onto). With ``accumulate=False``, gradients private to an invocation are stored instead of
+    added (saves a read); atomically accumulated ones still need the zero fill.
+
+    Dispatch the backward with the forward's grid (its default grid covers the gradient buffers,
+    not the forward's outputs); the runners in :mod:`vyre.autodiff` do this. ``grid_1d=False``
+    says the grid will have more than one workgroup along y or z, so ``InvocationId(0)`` does not
+    identify an invocation and every gradient is accumulated atomically.
+
+    Raises :class:`vyre.errors.AutodiffError` (naming the statement and the fix) for programs it
+    cannot differentiate exactly; see docs/autodiff.md."""
+    program.validate()
+    outs, ins = check_request(program, outputs, inputs, (GRAD_PREFIX, STORED_PREFIX))
+    names = Names(source_names(program))
+    body = inline_and_rename(program, names)
+    check_grad_forward(program, body, outs, ins)
+    body = remove_returns(body, names)
+    stmts, types = to_normal_form(program, body, names)
+    private_ok = grid_1d and program.workgroup_size[1:] == (1, 1)
+    rev = _Reverse(program, stmts, dict(types), names, outs, ins, private_ok=private_ok)
+    entry: list[Node] = emit(stmts, names, stores=False)
+    env = _Env()
+    rev.block(stmts, env, entry)
+    gid = InvocationId(0)
+    for b in ins:
+        d = env.adj.get(_private_key(b))
+        if b in rev.private and d is not None:
+            g = GRAD_PREFIX + b
+            entry.append(Store(g, gid, BinOp(BinOpKind.ADD, Load(g, gid), d) if accumulate else d))
+    buffers = [BufferDecl(b.name, b.binding, BufferAccess.UNIFORM if b.access is BufferAccess.UNIFORM
+                          else BufferAccess.READ_ONLY, b.element, b.count, False)
+               for b in program.buffers]
+    binding = max((b.binding for b in program.buffers), default=-1) + 1
+    for name in outs:
+        d0 = program.buffer(name)
+        buffers.append(BufferDecl(GRAD_PREFIX + name, binding, BufferAccess.READ_ONLY, d0.element, d0.count))
+        binding += 1
+    for name in outs:
+        if name in rev.marked:
+            d0 = program.buffer(name)
+            buffers.append(BufferDecl(STORED_PREFIX + name, binding, BufferAccess.READ_WRITE,
+                                      DataType.U32, d0.count))
+            binding += 1
+    for name in ins:
+        d0 = program.buffer(name)
+        buffers.append(BufferDecl(GRAD_PREFIX + name, binding, BufferAccess.READ_WRITE, d0.element,
+                                  d0.count, is_output=True))
+        binding += 1
+    result = Program(tuple(buffers), program.workgroup_size, eliminate_dead_code(tuple(entry)), ())
+    return result.validate()
+
+
+__all__ = ["GRAD_PREFIX", "STORED_PREFIX", "grad"]
