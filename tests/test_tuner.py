@@ -4,7 +4,10 @@ estimate, the searches, timers and the Tuner object."""
 from __future__ import annotations
 
 import math
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -480,3 +483,28 @@ def test_unreadable_cache_starts_empty_with_warning(tmp_path: Path) -> None:
 )
 def test_default_policy_resize(feedback: TunerFeedback, expected: int | None) -> None:
     assert DefaultPolicy().suggest_resize(feedback) == expected
+
+
+def test_cuda_event_timer_against_the_numba_simulator() -> None:
+    """The simulator checks the numba.cuda calls and the warm-up/repeat counts (its events report a
+    fixed -1 ms, so the value itself is only checked on a GPU)."""
+    pytest.importorskip("numba.cuda")
+
+    code = (
+        "import numpy as np\n"
+        "from numba import cuda\n"
+        "from vyre.driver.timers import CudaEventTimer\n"
+        "@cuda.jit\n"
+        "def k(a):\n"
+        "    i = cuda.grid(1)\n"
+        "    if i < a.size:\n"
+        "        a[i] += 1\n"
+        "a = cuda.to_device(np.zeros(100, np.float32))\n"
+        "t = CudaEventTimer(lambda wg: k[(100 + wg - 1) // wg, wg](a), warmup=2, repeats=3)\n"
+        "ns = t.time_ns(32)\n"
+        "assert isinstance(ns, float)\n"
+        "assert a.copy_to_host()[0] == 5\n"
+    )
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
