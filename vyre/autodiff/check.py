@@ -1,0 +1,150 @@
+"""``check_grad``: reverse-mode gradients against central finite differences in float64.
+
+For a scalar probe ``L(x) = sum_o <u_o, out_o(x)>`` with random cotangents ``u``, the gradient
+from :func:`vyre.autodiff.vjp` is compared, along random directions ``v``, with
+``(L(x + h v) - L(x - h v)) / 2h``. Programs with f32 buffers are compared against finite
+differences of a copy promoted to f64 (:func:`promote_f64`), so f32 kernels are checked without
+f32 round-off swamping the difference quotient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import AutodiffError
+from ..ir.expr import (
+    Atomic, BinOp, Cast, Expr, Fma, LitF32, LitF64, Load, Select, SubgroupBallot, SubgroupReduce,
+    SubgroupShuffle, UnOp, children,
+)
+from ..ir.functions import inline_nodes
+from ..ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
+from ..ir.program import Program
+from ..ir.types import DataType
+from .runners import Grid, run_forward, vjp
+
+_F32, _F64 = DataType.F32, DataType.F64
+
+
+def _pe(e: Expr) -> Expr:
+    match e:
+        case LitF32():
+            return LitF64(e.value)
+        case Cast(t, v):
+            return Cast(_F64 if t is _F32 else t, _pe(v))
+        case Load(b, i):
+            return Load(b, _pe(i))
+        case BinOp(op, a, b):
+            return BinOp(op, _pe(a), _pe(b))
+        case UnOp(op, a):
+            return UnOp(op, _pe(a))
+        case Select(c, a, b):
+            return Select(_pe(c), _pe(a), _pe(b))
+        case Fma(a, b, c):
+            return Fma(_pe(a), _pe(b), _pe(c))
+        case Atomic(op, buf, i, v, ex):
+            return Atomic(op, buf, _pe(i), _pe(v), None if ex is None else _pe(ex))
+        case SubgroupBallot(c):
+            return SubgroupBallot(_pe(c))
+        case SubgroupShuffle(v, lane):
+            return SubgroupShuffle(_pe(v), _pe(lane))
+        case SubgroupReduce(op, v):
+            return SubgroupReduce(op, _pe(v))
+        case _:
+            if list(children(e)):
+                raise TypeError(f"promote_f64: unexpected expression {e!r}")
+            return e
+
+
+def _pn(body: tuple[Node, ...]) -> tuple[Node, ...]:
+    out: list[Node] = []
+    for n in body:
+        match n:
+            case Let(name, v):
+                out.append(Let(name, _pe(v)))
+            case Assign(name, v):
+                out.append(Assign(name, _pe(v)))
+            case Store(b, i, v):
+                out.append(Store(b, _pe(i), _pe(v)))
+            case If(c, t, o):
+                out.append(If(_pe(c), _pn(t), _pn(o)))
+            case Loop(var, s, e, b):
+                out.append(Loop(var, _pe(s), _pe(e), _pn(b)))
+            case Block(b):
+                out.append(Block(_pn(b)))
+            case Region(g, b):
+                out.append(Region(g, _pn(b)))
+            case Barrier() | Return():
+                out.append(n)
+            case _:
+                raise TypeError(f"not a vyre node: {n!r}")
+    return tuple(out)
+
+
+def promote_f64(program: Program) -> Program:
+    """A copy of ``program`` with every f32 (buffers, literals, casts) turned into f64."""
+    fns = {f.op_id: f for f in program.functions}
+    body = inline_nodes(program.entry, fns) if fns else program.entry
+    bufs = tuple(replace(b, element=_F64) if b.element is _F32 else b for b in program.buffers)
+    return Program(bufs, program.workgroup_size, _pn(body), ())
+
+
+def check_grad(program: Program, inputs: Mapping[str, np.ndarray], wrt: Sequence[str], *,
+               outputs: Sequence[str] | None = None, directions: int = 3, eps: float = 1e-6,
+               rtol: float | None = None, atol: float | None = None, seed: int = 0,
+               backend: str | None = None, grid: Grid | None = None) -> float:
+    """Compare ``vjp`` with central finite differences; return the worst relative error.
+
+    ``outputs``: the float outputs probed (default: every float output). ``eps``: the step,
+    relative to the largest magnitude among the ``wrt`` inputs. The relative error of one
+    direction is ``|fd - ad| / max(|fd|, |ad|, atol)``; ``atol`` defaults to
+    ``1e-7 * (1 + |L|)`` so directions with a (near) zero derivative are judged absolutely.
+    ``rtol`` defaults to 1e-5 for f64 programs and 2e-3 for f32 ones (whose gradients carry f32
+    round-off). Raises AssertionError, with every direction's numbers, when the worst error
+    exceeds ``rtol``. Keep inputs away from kinks (``abs`` at 0, ``min`` ties, branch
+    boundaries), where finite differences are meaningless."""
+    if outputs is None:
+        outs = [b.name for b in program.buffers if b.is_output and b.element.is_float]
+    else:
+        outs = list(outputs)
+    if not outs:
+        raise AutodiffError("check_grad found no float output to probe. Fix: pass outputs=[...]")
+    is32 = any(program.buffer(n).element is _F32 for n in (*outs, *wrt))
+    tol = rtol if rtol is not None else (2e-3 if is32 else 1e-5)
+    rng = np.random.default_rng(seed)
+    base = run_forward(program, inputs, backend=backend, grid=grid)
+    cots = {o: rng.standard_normal(np.asarray(base[o]).size).astype(program.buffer(o).element.np_dtype)
+            for o in outs}
+    g = vjp(program, inputs, cots, list(wrt), backend=backend, grid=grid)
+    p64 = promote_f64(program) if is32 else program
+    x64 = {k: (np.asarray(v).astype(np.float64) if np.asarray(v).dtype == np.float32 else v)
+           for k, v in inputs.items()}
+
+    def loss(shift: Mapping[str, np.ndarray], h: float) -> float:
+        args = dict(x64)
+        for w, v in shift.items():
+            x = np.asarray(x64[w], dtype=np.float64)
+            args[w] = (x.reshape(-1) + h * v).reshape(x.shape)
+        res = run_forward(p64, args, backend=backend, grid=grid)
+        return float(sum(np.dot(np.asarray(res[o], dtype=np.float64).reshape(-1),
+                                cots[o].astype(np.float64)) for o in outs))
+
+    scale = max([1.0] + [float(np.max(np.abs(np.asarray(inputs[w])), initial=0.0)) for w in wrt])
+    l0 = loss({}, 0.0)
+    floor = atol if atol is not None else 1e-7 * (1.0 + abs(l0))
+    worst = 0.0
+    lines = []
+    for _ in range(directions):
+        v = {w: rng.standard_normal(np.asarray(inputs[w]).size) for w in wrt}
+        h = eps * scale
+        fd = (loss(v, h) - loss(v, -h)) / (2 * h)
+        ad = float(sum(np.dot(np.asarray(g[w], dtype=np.float64).reshape(-1), v[w]) for w in wrt))
+        err = abs(fd - ad) / max(abs(fd), abs(ad), floor)
+        worst = max(worst, err)
+        lines.append(f"  finite difference {fd:.12g}, reverse mode {ad:.12g}, relative error {err:.3g}")
+    if worst > tol:
+        raise AssertionError(f"gradient check failed (worst relative error {worst:.3g} > {tol:.3g}):\n"
+                             + "\n".join(lines))
+    return worst

@@ -1,0 +1,186 @@
+"""Runners: build the derivative programs, dispatch them, return arrays.
+
+Every runner dispatches the derived program with the *forward's* grid (the forward's default
+grid covers its largest output; a backward's own default would cover its gradient buffers
+instead), binds every forward buffer with its pre-forward contents, and zero-fills the buffers
+it accumulates into. ``backend`` is passed to :func:`vyre.driver.dispatch.dispatch` (``None``:
+its default; ``"interp"`` is the reference interpreter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..driver.geometry import default_grid
+from ..errors import AutodiffError
+from ..ir.program import Program
+from .forward import TANGENT_PREFIX, jvp_program
+from .reverse import GRAD_PREFIX, STORED_PREFIX, grad
+
+Grid = int | Sequence[int]
+
+
+def run_program(program: Program, arrays: Mapping[str, np.ndarray], *, backend: str | None,
+                grid: Grid | None) -> dict[str, np.ndarray]:
+    """Dispatch ``program`` (written arrays are updated in place) and return its written buffers."""
+    try:
+        from ..driver.dispatch import dispatch
+    except ImportError:  # pragma: no cover - only before the driver exists
+        from ..interp import run
+
+        return dict(run(program, arrays, grid=grid).buffers)
+    return dict(dispatch(program, arrays, backend=backend, grid=grid))
+
+
+def _grid3(grid: Grid) -> tuple[int, int, int]:
+    g = (grid,) if isinstance(grid, int) else tuple(int(v) for v in grid)
+    return ((*g, 1, 1, 1)[:3])  # type: ignore[return-value]
+
+
+def forward_lengths(program: Program, inputs: Mapping[str, Any]) -> dict[str, int]:
+    """Element counts of every storage buffer as the forward would see them."""
+    out: dict[str, int] = {}
+    for b in program.buffers:
+        if b.is_workgroup:
+            continue
+        if b.name in inputs:
+            out[b.name] = int(np.asarray(inputs[b.name]).size)
+        elif b.count:
+            out[b.name] = b.count
+    return out
+
+
+def forward_grid(program: Program, inputs: Mapping[str, Any], grid: Grid | None) -> tuple[int, int, int]:
+    """The grid the forward runs with: ``grid`` if given, else the forward's default grid."""
+    if grid is not None:
+        return _grid3(grid)
+    return default_grid(program, forward_lengths(program, inputs))
+
+
+def _arrays_for_forward_buffers(program: Program, inputs: Mapping[str, Any],
+                                lengths: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Every forward storage buffer, as given or zero-filled (what the program sees before it runs)."""
+    out: dict[str, np.ndarray] = {}
+    for b in program.buffers:
+        if b.is_workgroup:
+            continue
+        if b.name in inputs:
+            out[b.name] = inputs[b.name]
+        elif b.name in lengths:
+            out[b.name] = np.zeros(lengths[b.name], dtype=b.element.np_dtype)
+        else:
+            raise AutodiffError(f"buffer {b.name!r} was not passed and declares no count, so its "
+                                "length is unknown. Fix: pass an array for it")
+    return out
+
+
+def vjp(program: Program, inputs: Mapping[str, np.ndarray], cotangents: Mapping[str, np.ndarray],
+        wrt: Sequence[str], *, backend: str | None = None, grid: Grid | None = None
+        ) -> dict[str, np.ndarray]:
+    """Vector-Jacobian product: ``{w: sum_o J_o,w^T cotangents[o]}`` for every ``w`` in ``wrt``.
+
+    ``inputs`` are the forward's arrays (pre-forward contents); ``cotangents`` maps each output to
+    an array of its dtype and length."""
+    g3 = forward_grid(program, inputs, grid)
+    back = grad(program, list(cotangents), list(wrt), grid_1d=g3[1:] == (1, 1))
+    lengths = forward_lengths(program, inputs)
+    for name, cot in cotangents.items():
+        lengths.setdefault(name, int(np.asarray(cot).size))
+    args = _arrays_for_forward_buffers(program, inputs, lengths)
+    for name, cot in cotangents.items():
+        args[GRAD_PREFIX + name] = cot
+        if any(b.name == STORED_PREFIX + name for b in back.buffers):
+            args[STORED_PREFIX + name] = np.zeros(lengths[name], dtype=np.uint32)
+    grads = {w: np.zeros_like(np.asarray(inputs[w])) if w in inputs
+             else np.zeros(lengths.get(w, 0), dtype=program.buffer(w).element.np_dtype) for w in wrt}
+    for w, arr in grads.items():
+        args[GRAD_PREFIX + w] = arr
+    res = run_program(back, args, backend=backend, grid=g3)
+    return {w: np.asarray(res.get(GRAD_PREFIX + w, grads[w])) for w in wrt}
+
+
+def run_forward(program: Program, inputs: Mapping[str, np.ndarray], *, backend: str | None = None,
+                grid: Grid | None = None) -> dict[str, np.ndarray]:
+    """Run the forward on copies of the written buffers (``inputs`` stay pre-forward)."""
+    lengths = forward_lengths(program, inputs)
+    args = {}
+    for b in program.buffers:
+        if b.is_workgroup:
+            continue
+        if b.name in inputs:
+            arr = inputs[b.name]
+            args[b.name] = np.array(arr, copy=True) if b.access.writable else arr
+        elif b.access.writable and b.name in lengths:
+            args[b.name] = np.zeros(lengths[b.name], dtype=b.element.np_dtype)
+    return run_program(program, args, backend=backend, grid=forward_grid(program, inputs, grid))
+
+
+def value_and_grad(program: Program, inputs: Mapping[str, np.ndarray], output: str,
+                   wrt: Sequence[str], *, cotangent: np.ndarray | None = None,
+                   backend: str | None = None, grid: Grid | None = None
+                   ) -> tuple[float, dict[str, np.ndarray]]:
+    """``(loss, {w: dloss/dw})`` with ``loss = sum(output)``, or ``<cotangent, output>`` when a
+    cotangent is given (accumulated in float64)."""
+    outs = run_forward(program, inputs, backend=backend, grid=grid)
+    val = np.asarray(outs[output]).reshape(-1)
+    cot = np.ones_like(val) if cotangent is None else np.asarray(cotangent)
+    loss = float(np.dot(val.astype(np.float64), cot.reshape(-1).astype(np.float64)))
+    return loss, vjp(program, inputs, {output: cot}, wrt, backend=backend, grid=grid)
+
+
+def jvp(program: Program, inputs: Mapping[str, np.ndarray], tangents: Mapping[str, np.ndarray],
+        *, outputs: Sequence[str] | None = None, backend: str | None = None,
+        grid: Grid | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Jacobian-vector product: ``(primal outputs, {o: J_o tangents})`` for the float outputs
+    (default: every output the tangents reach)."""
+    tp = jvp_program(program, list(tangents), None if outputs is None else list(outputs))
+    g3 = forward_grid(program, inputs, grid)
+    lengths = forward_lengths(program, inputs)
+    args: dict[str, np.ndarray] = {}
+    for b in tp.buffers:
+        if b.is_workgroup:
+            continue
+        if b.name in inputs:
+            arr = inputs[b.name]
+            args[b.name] = np.array(arr, copy=True) if b.access.writable else arr
+        elif b.name.startswith(TANGENT_PREFIX) and b.name[len(TANGENT_PREFIX):] in tangents:
+            t = tangents[b.name[len(TANGENT_PREFIX):]]
+            args[b.name] = np.array(t, copy=True) if b.access.writable else t
+        else:
+            base = b.name[len(TANGENT_PREFIX):] if b.name.startswith(TANGENT_PREFIX) else b.name
+            if base not in lengths:
+                raise AutodiffError(f"buffer {base!r} was not passed and declares no count. "
+                                    "Fix: pass an array for it")
+            args[b.name] = np.zeros(lengths[base], dtype=b.element.np_dtype)
+    res = run_program(tp, args, backend=backend, grid=g3)
+    outs = [b.name for b in tp.buffers if b.is_output and b.name.startswith(TANGENT_PREFIX)]
+    primal = {b.name: np.asarray(res[b.name]) for b in program.buffers if b.is_output and b.name in res}
+    return primal, {o[len(TANGENT_PREFIX):]: np.asarray(res[o]) for o in outs}
+
+
+def hvp(program: Program, inputs: Mapping[str, np.ndarray], output: str, wrt: Sequence[str],
+        vectors: Mapping[str, np.ndarray], *, cotangent: np.ndarray | None = None,
+        backend: str | None = None, grid: Grid | None = None) -> dict[str, np.ndarray]:
+    """Hessian-vector product of ``loss = <cotangent (default ones), output>`` by forward-over-
+    reverse: the tangent program of the backward program. ``vectors`` maps each ``wrt`` input to
+    its direction; returns ``{w: (H v)_w}``."""
+    g3 = forward_grid(program, inputs, grid)
+    back = grad(program, [output], list(wrt), grid_1d=g3[1:] == (1, 1))
+    lengths = forward_lengths(program, inputs)
+    args = _arrays_for_forward_buffers(program, inputs, lengths)
+    n_out = lengths[output]
+    args[GRAD_PREFIX + output] = (np.ones(n_out, dtype=program.buffer(output).element.np_dtype)
+                                  if cotangent is None else cotangent)
+    if any(b.name == STORED_PREFIX + output for b in back.buffers):
+        args[STORED_PREFIX + output] = np.zeros(n_out, dtype=np.uint32)
+    for w in wrt:
+        args[GRAD_PREFIX + w] = np.zeros_like(np.asarray(inputs[w]))
+    missing = [w for w in wrt if w not in vectors]
+    if missing:
+        raise AutodiffError(f"no direction given for {missing}. Fix: pass vectors for every wrt input")
+    _, tans = jvp(back, args, {w: vectors[w] for w in wrt},
+                  outputs=[GRAD_PREFIX + w for w in wrt], backend=backend, grid=g3)
+    return {w: tans[GRAD_PREFIX + w] for w in wrt}
