@@ -97,6 +97,21 @@ class CudaTarget:
         return [*lines, "cuda.syncthreads()", f"{{dest}} = {acc}"]
 
 
+# The simulator runs kernels as Python, where math.log(-1) raises; the GPU returns NaN. Route the
+# math calls through numpy, which gives the IEEE results, and keep its warnings quiet.
+_SIM_MATH = [
+    "import types",
+    "import numpy as _np",
+    "_np.seterr(all='ignore')",
+    "math = types.SimpleNamespace(",
+    "    sqrt=_np.sqrt, exp=_np.exp, exp2=_np.exp2, log=_np.log, log2=_np.log2, sin=_np.sin, cos=_np.cos,",
+    "    tan=_np.tan, asin=_np.arcsin, acos=_np.arccos, atan=_np.arctan, sinh=_np.sinh, cosh=_np.cosh,",
+    "    tanh=_np.tanh, isnan=_np.isnan, isinf=_np.isinf, isfinite=_np.isfinite, copysign=_np.copysign,",
+    "    fmod=_np.fmod, nan=_np.nan, inf=_np.inf,",
+    ")",
+]
+
+
 def _combine(op: BinOpKind, t: DataType, a: str, b: str) -> str:
     return BINOP_EMIT[op](t, a, b)
 
@@ -138,8 +153,9 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
     for st in sorted(target.scratch_types):
         em.lines.insert(decl_at, f"    _sgs_{st.short} = cuda.shared.array({wg}, {CTOR[st]})")
     header = [
-        f"# vyre generated kernel: target cuda, codegen v{CODEGEN_VERSION}. Do not edit.",
-        "import math",
+        f"# vyre generated kernel: target cuda{' (simulator)' if simulator else ''}, codegen v{CODEGEN_VERSION}."
+        " Do not edit.",
+        *(_SIM_MATH if simulator else ["import math"]),
         "from numba import cuda, boolean, int32, int64, uint32, float32, float64",
         "",
         "_dev = cuda.jit(device=True)",

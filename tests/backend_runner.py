@@ -1,0 +1,119 @@
+"""Runs backend checks in a fresh process (the simulator and PTX compilation need one each, because
+NUMBA_ENABLE_CUDASIM is read once, when numba.cuda is imported). Prints one JSON object per check.
+
+    NUMBA_ENABLE_CUDASIM=1 python -m tests.backend_runner sim
+    python -m tests.backend_runner ptx
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+import types
+from collections.abc import Iterator
+
+import numpy as np
+
+from tests import optable
+from tests.example_inputs import example_cases
+from vyre.ir import Program
+
+
+def cases() -> Iterator[tuple[str, Program, dict[str, np.ndarray], object, list | None]]:
+    for name, (prog, arrays, layout) in optable.all_tables():
+        yield name, prog, arrays, None, layout
+    for name, prog, arrays, grid in example_cases(small=True):
+        yield f"example_{name}", prog, arrays, grid, None
+
+
+def generated_cases(count: int) -> list[tuple[str, Program, dict[str, np.ndarray], object, None]]:
+    """Deterministic generated programs with inputs: barriers, subgroup ops, atomics; exact floats."""
+    from hypothesis import HealthCheck, given, settings
+
+    from tests.strategies import program_and_inputs
+
+    out: list[tuple[str, Program, dict[str, np.ndarray], object, None]] = []
+
+    @settings(max_examples=count, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(program_and_inputs(allow_atomics=True, allow_barriers=True, allow_subgroups=True,
+                              exact_floats=True))
+    def collect(case: tuple[Program, dict[str, np.ndarray], object]) -> None:
+        prog, arrays, grid = case
+        out.append((f"generated_{len(out)}", prog, arrays, grid, None))
+
+    collect()
+    return out[:count]
+
+
+def run_sim(count: int) -> None:
+    from tests.parity import differences
+    from vyre.driver.dispatch import compile as vcompile
+
+    for name, prog, arrays, grid, layout in [*cases(), *generated_cases(count)]:
+        try:
+            ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
+            got = vcompile(prog, "cudasim")({k: v.copy() for k, v in arrays.items()}, grid=grid)
+            if layout is not None:
+                n = len(next(iter(arrays.values())))
+                problems = optable.compare(name, got, ref, layout, n)
+            else:
+                problems = differences(got, ref, exact=name.startswith("generated"))
+            print(json.dumps({"case": name, "problems": problems}), flush=True)
+        except Exception:
+            print(json.dumps({"case": name, "problems": [traceback.format_exc()]}), flush=True)
+
+
+def ptx_for(prog: Program) -> str:
+    """sm_90 PTX of ``prog``'s CUDA kernel, compiled through NVVM without a GPU."""
+    import numba.cuda.dispatcher as disp
+    from numba import cuda
+
+    # Device functions ask the current device for its compute capability; there is none here.
+    disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))  # type: ignore[attr-defined]
+    from vyre.codegen.cuda import emit_cuda
+
+    ns: dict[str, object] = {}
+    exec(compile(emit_cuda(prog), "<vyre-kernel>", "exec"), ns)
+    ptx, _ = cuda.compile_ptx(ns["vyre_kernel_py"], ns["VYRE_SIGNATURE"], cc=(9, 0))
+    return str(ptx)
+
+
+def sample_programs(count: int) -> list[Program]:
+    """``count`` generated programs (atomics, barriers and subgroup ops included), deterministic."""
+    from hypothesis import HealthCheck, given, settings
+
+    from tests.strategies import programs
+
+    out: list[Program] = []
+
+    @settings(max_examples=count, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(programs(allow_atomics=True, allow_barriers=True, allow_subgroups=True))
+    def collect(p: Program) -> None:
+        out.append(p)
+
+    collect()
+    return out[:count]
+
+
+def run_ptx(extra: list[Program]) -> None:
+    progs = [(name, prog) for name, prog, *_ in cases()] + [(f"extra_{i}", p) for i, p in enumerate(extra)]
+    for name, prog in progs:
+        try:
+            ptx = ptx_for(prog)
+            ok = ".target sm_90" in ptx and ".entry" in ptx
+            print(json.dumps({"case": name, "problems": [] if ok else ["no sm_90 entry in PTX"]}), flush=True)
+        except Exception:
+            print(json.dumps({"case": name, "problems": [traceback.format_exc()]}), flush=True)
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "sim":
+        run_sim(int(sys.argv[2]) if len(sys.argv) > 2 else 15)
+    elif mode == "ptx":
+        run_ptx(sample_programs(int(sys.argv[2]) if len(sys.argv) > 2 else 20))
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
