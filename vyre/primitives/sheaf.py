@@ -164,9 +164,18 @@ class SheafGraph:
         """A sheaf on ``edges``; maps default to identity (the constant sheaf: plain graph diffusion
         per component)."""
         n_e = len(edges)
-        mu = np.ones((n_e, d)) if maps_u is None else np.asarray(maps_u, dtype=np.float64).reshape(n_e, -1)
-        mv = np.ones((n_e, d)) if maps_v is None else np.asarray(maps_v, dtype=np.float64).reshape(n_e, -1)
-        return SheafGraph(n_nodes, d, tuple((int(u), int(v)) for u, v in edges), mu, mv)
+
+        def maps(given: Sequence[Sequence[float]] | np.ndarray | None, name: str) -> np.ndarray:
+            if given is None:
+                return np.ones((n_e, d))
+            arr = np.asarray(given, dtype=np.float64)
+            if arr.size != n_e * d:
+                raise PrimitiveError(f"SheafGraph {name} has {arr.size} values for {n_e} edges of dimension "
+                                     f"{d}. Fix: give one length-d diagonal per edge")
+            return arr.reshape(n_e, d)
+
+        return SheafGraph(n_nodes, d, tuple((int(u), int(v)) for u, v in edges), maps(maps_u, "maps_u"),
+                          maps(maps_v, "maps_v"))
 
     @property
     def n_cells(self) -> int:
@@ -289,4 +298,5 @@ def sheaf_stable_alpha(graph: SheafGraph) -> float:
         rows[u] += au * au + au * av
         rows[v] += av * av + au * av
     bound = float(rows.max(initial=0.0))
-    return 1.0 if bound == 0.0 else 1.0 / bound
+    # Below 1e-300 the Laplacian is numerically zero (and 1/bound could overflow): any step is stable.
+    return 1.0 if bound < 1e-300 else 1.0 / bound
