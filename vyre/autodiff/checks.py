@@ -38,11 +38,12 @@ def _err(path: str, found: str, fix: str) -> AutodiffError:
 def check_request(program: Program, outputs: Iterable[str], inputs: Iterable[str],
                   new_prefixes: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """Names exist, are float storage buffers, and the buffers autodiff adds do not collide."""
+    for raw, label in ((outputs, "outputs"), (inputs, "inputs")):
+        if isinstance(raw, str) or not all(isinstance(n, str) for n in list(raw)):
+            raise AutodiffError(f"{label} must be a list of buffer names, got {raw!r}. "
+                                f"Fix: pass e.g. {label}=['x']")
     outs, ins = list(outputs), list(inputs)
     for group, label in ((outs, "outputs"), (ins, "inputs")):
-        if isinstance(group, str) or not all(isinstance(n, str) for n in group):
-            raise AutodiffError(f"{label} must be a list of buffer names, got {group!r}. "
-                                f"Fix: pass e.g. {label}=['x']")
         if len(set(group)) != len(group):
             raise AutodiffError(f"{label} {group!r} names a buffer twice. Fix: list each buffer once")
     declared = {b.name: b for b in program.buffers}
