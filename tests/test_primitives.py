@@ -17,7 +17,9 @@ from vyre.primitives import (
     sheaf_diffusion_step_cpu, sheaf_diffusion_step_exact, to_q16,
 )
 
-BACKENDS = ["interp", "cpu"] + (["cudasim"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
+# The simulator runs in its own process (NUMBA_ENABLE_CUDASIM=1); a real GPU with VYRE_TEST_CUDA=1.
+BACKENDS = (["interp", "cpu"] + (["cudasim"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
+            + (["cuda"] if os.environ.get("VYRE_TEST_CUDA") == "1" else []))
 ONE, HALF = Q16_ONE, Q16_ONE // 2
 
 # u32 bit patterns that exercise sign and overflow: extremes, small negatives, random.

@@ -17,7 +17,9 @@ from vyre.primitives import (
 )
 from vyre.self_substrate import DriverDispatcher
 
-BACKENDS = ["interp", "cpu"] + (["cudasim"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
+# The simulator runs in its own process (NUMBA_ENABLE_CUDASIM=1); a real GPU with VYRE_TEST_CUDA=1.
+BACKENDS = (["interp", "cpu"] + (["cudasim"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
+            + (["cuda"] if os.environ.get("VYRE_TEST_CUDA") == "1" else []))
 
 
 def run(program, inputs, backend):

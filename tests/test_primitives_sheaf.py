@@ -19,7 +19,9 @@ from vyre.primitives import (
     sheaf_laplacian_dense, sheaf_laplacian_step, sheaf_laplacian_step_reference, sheaf_stable_alpha,
 )
 
-BACKENDS = ["interp", "cpu"] + (["cudasim"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
+# The simulator runs in its own process (NUMBA_ENABLE_CUDASIM=1); a real GPU with VYRE_TEST_CUDA=1.
+BACKENDS = (["interp", "cpu"] + (["cudasim"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
+            + (["cuda"] if os.environ.get("VYRE_TEST_CUDA") == "1" else []))
 
 
 def run(program, inputs, backend):

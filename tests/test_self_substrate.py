@@ -31,7 +31,9 @@ from vyre.self_substrate import (
 from vyre.self_substrate import natural_gradient_autotuner as nga
 from vyre.self_substrate import sheaf_heterophilic_dispatch as shd
 
-BACKENDS = ["interp", "cpu"] + (["cudasim"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
+# The simulator runs in its own process (NUMBA_ENABLE_CUDASIM=1); a real GPU with VYRE_TEST_CUDA=1.
+BACKENDS = (["interp", "cpu"] + (["cudasim"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
+            + (["cuda"] if os.environ.get("VYRE_TEST_CUDA") == "1" else []))
 ONE, HALF = Q16_ONE, Q16_ONE // 2
 
 
