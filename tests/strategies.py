@@ -30,6 +30,7 @@ expression and statement variant, for the wire format and other structure-only c
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -122,18 +123,18 @@ ORDER_FREE_ATOMICS = (AtomicOp.ADD, AtomicOp.MIN, AtomicOp.MAX, AtomicOp.AND, At
 
 _a, _b = Var("a"), Var("b")
 FUNCTIONS: dict[str, FunctionDef] = {f.op_id: f for f in (
-    FunctionDef("strategies.mix_i32", (("a", I), ("b", I)), I,
+    FunctionDef("strat_mix_i32", (("a", I), ("b", I)), I,
                 BinOp(BinOpKind.BIT_XOR, BinOp(BinOpKind.MUL, _a, LitI32(3)),
                       BinOp(BinOpKind.SHR, _b, LitI32(1)))),
-    FunctionDef("strategies.mix_u32", (("a", U), ("b", U)), U,
+    FunctionDef("strat_mix_u32", (("a", U), ("b", U)), U,
                 BinOp(BinOpKind.MUL, BinOp(BinOpKind.ADD, _a, _b), LitU32(0x9E3779B1))),
-    FunctionDef("strategies.twice_u32", (("a", U),), U, Call("strategies.mix_u32", (_a, _a))),
-    *(FunctionDef(f"strategies.absdiff_{t.short}", (("a", t), ("b", t)), t,
+    FunctionDef("strat_twice_u32", (("a", U),), U, Call("strat_mix_u32", (_a, _a))),
+    *(FunctionDef(f"strat_absdiff_{t.short}", (("a", t), ("b", t)), t,
                   Select(BinOp(BinOpKind.LT, _a, _b), BinOp(BinOpKind.SUB, _b, _a),
                          BinOp(BinOpKind.SUB, _a, _b))) for t in (F, D)),
 )}
 # Transitive callees, so a program carries every function its calls reach.
-_CALLEES = {"strategies.twice_u32": ("strategies.mix_u32",)}
+_CALLEES = {"strat_twice_u32": ("strat_mix_u32",)}
 
 I32_SPECIAL = (0, 1, -1, 2, -2, 7, 31, 32, 33, -32, 255, 65536, -65536, I32_MIN, I32_MIN + 1, I32_MAX)
 U32_SPECIAL = (0, 1, 2, 7, 31, 32, 33, 255, 65536, 0x7FFFFFFF, 0x80000000, U32_MAX - 1, U32_MAX)
@@ -160,6 +161,7 @@ def float_values(t: DataType, finite_only: bool = True, moderate: float = 1e3) -
     return st.one_of(*parts).map(lambda v: float(np.array(v, dtype=t.np_dtype)))
 
 
+@functools.cache
 def values(t: DataType, finite_only: bool = True) -> st.SearchStrategy[Any]:
     if t is B:
         return st.booleans()
@@ -168,6 +170,16 @@ def values(t: DataType, finite_only: bool = True) -> st.SearchStrategy[Any]:
 
 def small_int_floats(t: DataType) -> st.SearchStrategy[float]:
     return st.integers(-4, 4).map(float)
+
+
+@functools.cache
+def _ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    """Cached: building a strategy per draw dominates generation time otherwise."""
+    return st.integers(lo, hi)
+
+
+def _below(n: int) -> st.SearchStrategy[int]:
+    return _ints(0, n - 1)
 
 
 @dataclass(frozen=True)
@@ -218,10 +230,15 @@ class _Builder:
     # -- helpers ------------------------------------------------------------------------------
 
     def pick(self, options: Sequence[Any]) -> Any:
-        return self.draw(st.sampled_from(options))
+        return options[self.draw(_below(len(options)))]  # shrinks toward the first option
 
     def chance(self, p: float) -> bool:
-        return self.draw(st.integers(0, 999)) < p * 1000
+        return bool(self.draw(_below(1000)) < p * 1000)  # shrinks toward True
+
+    def pick_op(self, cands: list[tuple[Any, DataType]]) -> tuple[Any, DataType]:
+        """An op uniformly, then one of its operand types (comparisons would otherwise dominate)."""
+        op = self.pick(sorted({op for op, _ in cands}))
+        return op, self.pick([s for o, s in cands if o is op])
 
     def fresh(self, prefix: str) -> str:
         self.fresh_id += 1
@@ -244,7 +261,7 @@ class _Builder:
         if kind == "gid":
             return InvocationId(0)
         if kind == "lit":
-            return LitU32(self.draw(st.integers(0, 2 * self.wg + 4)))
+            return LitU32(self.draw(_ints(0, 2 * self.wg + 4)))
         if kind == "loop":
             return Var(self.pick(loop_vars))
         e = self.expr(U, scope, min(depth, 2)).e
@@ -323,7 +340,7 @@ class _Builder:
         cands = [(op, s) for op, rule in BINOP_RULES.items() for s in rule.operands
                  if s in self.cfg.types and rule.result_for(s) is t
                  and not (no_prod and op is BinOpKind.MUL and t.is_float)]
-        op, s = self.pick(cands)
+        op, s = self.pick_op(cands)
         needs = s.is_float and (BINOP_FLOAT[op] is FloatClass.NEEDS_DET or not t.is_float)
         contract = s.is_float and op in CONTRACTS
         x = self.expr(s, scope, depth - 1, det or needs, contract)
@@ -339,7 +356,7 @@ class _Builder:
                  and not (det and s.is_float and UNOP_FLOAT[op] is FloatClass.APPROX)]
         if not cands:  # bool has only LOGICAL_NOT; every type has at least one unary op
             return self.leaf(t, scope, det, no_prod)
-        op, s = self.pick(cands)
+        op, s = self.pick_op(cands)
         cls = UNOP_FLOAT[op] if s.is_float else FloatClass.EXACT
         neg = op is UnOpKind.NEGATE
         x = self.expr(s, scope, depth - 1, det or cls is FloatClass.NEEDS_DET, no_prod and neg)
@@ -357,7 +374,7 @@ class _Builder:
         out: list[Node] = []
         scope = dict(scope)
         lo = 1 if nest == 0 and self.budget > 0 else 0
-        n = self.draw(st.integers(lo, max(lo, self.budget if nest == 0 else min(self.budget, 4))))
+        n = self.draw(_ints(lo, max(lo, self.budget if nest == 0 else min(self.budget, 4))))
         for _ in range(n):
             if self.budget <= 0:
                 break
@@ -401,8 +418,8 @@ class _Builder:
                 return [If(c.e, tuple(then), tuple(other))]
             case "loop":
                 var = self.fresh("i")
-                start = LitU32(self.draw(st.integers(0, 2)))
-                hi = LitU32(self.draw(st.integers(0, 4)))
+                start = LitU32(self.draw(_ints(0, 2)))
+                hi = LitU32(self.draw(_ints(0, 4)))
                 lit_bound = not self.chance(0.3)
                 bufs = [b for b in self.buffers.values() if not b.is_workgroup]
                 end: Expr = hi if lit_bound else BinOp(BinOpKind.MIN, BufLen(self.pick(bufs).name), hi)
@@ -411,7 +428,7 @@ class _Builder:
                 return [Loop(var, start, end, tuple(body))]
             case "block":
                 block = tuple(self.body(scope, nest + 1, uniform, False))
-                return [Region(self.pick(["strategies.gen", "strategies/région"]), block)
+                return [Region(self.pick(["strategies.gen", "strategies.region"]), block)
                         if self.chance(0.5) else Block(block)]
             case "atomic":
                 return [self.atomic(scope)]
@@ -446,10 +463,10 @@ class _Builder:
         g = self.expr(t, scope, self.cfg.max_expr_depth)
         w = self.wg
         idx = self.pick([
-            BinOp(BinOpKind.MOD, BinOp(BinOpKind.ADD, LocalId(0), LitU32(self.draw(st.integers(0, w)))),
+            BinOp(BinOpKind.MOD, BinOp(BinOpKind.ADD, LocalId(0), LitU32(self.draw(_ints(0, w)))),
                   LitU32(w)),
             BinOp(BinOpKind.SUB, LitU32(w - 1), LocalId(0)),
-            LitU32(self.draw(st.integers(0, w + 1))),
+            LitU32(self.draw(_ints(0, w + 1))),
         ])
         v = self.fresh("w")
         scope[v] = VarInfo(t, g.det, g.prod)
@@ -463,13 +480,15 @@ class _Builder:
             scope[name] = VarInfo(U)
             return Let(name, self.pick([SubgroupLocalId(), SubgroupSize()]))
         if kind == "ballot":
+            ballot = SubgroupBallot(self.expr(B, scope, depth, det=True).e)
             scope[name] = VarInfo(U)
-            return Let(name, SubgroupBallot(self.expr(B, scope, depth, det=True).e))
+            return Let(name, ballot)
         if kind == "shuffle":
             t = self.pick(self.cfg.types)
             g = self.expr(t, scope, depth)
+            shuffle = SubgroupShuffle(g.e, self.expr(U, scope, 2).e)
             scope[name] = VarInfo(t, g.det, False)
-            return Let(name, SubgroupShuffle(g.e, self.expr(U, scope, 2).e))
+            return Let(name, shuffle)
         op, t = self.pick([(op, t) for op, rule in SUBGROUP_REDUCE_OPS.items()
                            for t in rule.operands if t in self.cfg.types])
         det = True
@@ -533,8 +552,8 @@ def _program(draw: Any, cfg: Config, wg: int) -> Program:
         t = b.buffers[name].element
         entry.append(Store(name, InvocationId(0), b.expr(t, {}, cfg.max_expr_depth).e))
     if may_return and draw(st.booleans()):
-        entry.insert(draw(st.integers(0, len(entry))), If(BinOp(BinOpKind.GE, InvocationId(0),
-                                                                 LitU32(draw(st.integers(0, 3 * wg)))),
+        entry.insert(draw(_ints(0, len(entry))), If(BinOp(BinOpKind.GE, InvocationId(0),
+                                                                 LitU32(draw(_ints(0, 3 * wg)))),
                                                            (Return(),)))
     names = set(b.calls)
     for n in list(names):
@@ -567,7 +586,7 @@ def input_arrays(program: Program, max_len: int, finite_only: bool = True) -> st
             if d.is_workgroup:
                 continue
             is_acc = d.name.startswith("acc_")
-            n = d.count or draw(st.integers(1, 8 if is_acc or d.access is BufferAccess.UNIFORM else max_len))
+            n = d.count or draw(_ints(1, 8 if is_acc or d.access is BufferAccess.UNIFORM else max_len))
             elems = small_int_floats(d.element) if is_acc and d.element.is_float \
                 else values(d.element, finite_only)
             arrays[d.name] = np.array(draw(st.lists(elems, min_size=n, max_size=n)), dtype=d.element.np_dtype)
@@ -590,7 +609,7 @@ def program_and_inputs(draw: Any, max_stmts: int = 8, dtypes: Sequence[DataType]
                   allow_subgroups=allow_subgroups, allow_calls=allow_calls, exact_floats=exact_floats,
                   max_expr_depth=max_expr_depth)
     wg = _workgroup_size(draw, cfg)
-    groups = draw(st.integers(1, 4))
+    groups = draw(_ints(1, 4))
     prog = _program(draw, cfg, wg)
     arrays = draw(input_arrays(prog, wg * groups + 3, finite_only))
     return prog, arrays, (groups, 1, 1)
