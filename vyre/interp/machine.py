@@ -174,12 +174,16 @@ def _grid(program: Program, grid: int | Sequence[int] | None,
           arrays: Mapping[str, np.ndarray]) -> tuple[int, int, int]:
     if grid is None:
         return default_grid(program, {name: int(a.size) for name, a in arrays.items()})
-    dims = [grid] if isinstance(grid, int) else list(grid) if isinstance(grid, (tuple, list)) else None
-    if (dims is None or not 1 <= len(dims) <= 3
-            or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in dims)):
+    dims: list[object] | None = None
+    if isinstance(grid, (int, np.integer)):
+        dims = [grid]
+    elif isinstance(grid, (tuple, list)):
+        dims = list(grid)
+    ints = [int(d) for d in dims or () if isinstance(d, (int, np.integer)) and not isinstance(d, bool)]
+    if dims is None or len(ints) != len(dims) or not 1 <= len(ints) <= 3 or min(ints) < 1:
         raise InterpError(f"grid must be None, a positive int or 1-3 positive ints, got {grid!r}. "
                           "Fix: pass e.g. grid=4 or grid=(4, 2, 1)")
-    gx, gy, gz = ([int(d) for d in dims] + [1, 1])[:3]
+    gx, gy, gz = [*ints, 1, 1][:3]
     return gx, gy, gz
 
 
