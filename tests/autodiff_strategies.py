@@ -24,7 +24,7 @@ from vyre.ir import (
     F64, U32, BinOpKind, Expr, Node, Program, UnOpKind, assign, binop, buflen, f64, fma, gid, if_,
     let, loop, output, read, ret, select, store, unop, var,
 )
-from vyre.ir.expr import BinOp, LitU32, Load, Var
+from vyre.ir.expr import BinOp, LitU32, Load
 
 N = 8
 WG = 4
@@ -95,9 +95,9 @@ class _Gen:
                 return binop(BinOpKind.DIV, a, binop(BinOpKind.ADD, f64(2.0), binop(BinOpKind.MUL, b, b)))
             case 4 | 5:
                 b = self.expr(scope, depth - 1)
-                op = self.draw(st.sampled_from([BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL,
-                                                BinOpKind.MIN, BinOpKind.MAX]))
-                return binop(op, a, b)
+                bop = self.draw(st.sampled_from([BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL,
+                                                 BinOpKind.MIN, BinOpKind.MAX]))
+                return binop(bop, a, b)
             case 6:
                 b, c = self.expr(scope, depth - 1), self.expr(scope, depth - 1)
                 return fma(a, b, c)

@@ -19,7 +19,7 @@ import pytest
 
 from vyre.autodiff import hvp, vjp
 from vyre.ir import (
-    F32, F64, U32, Program, assign, buflen, exp, f64, gid, if_, let, load, loop, maximum, output,
+    F32, F64, U32, Program, assign, buflen, exp, f64, gid, if_, let, loop, maximum, output,
     read, sin, store, var,
 )
 
@@ -89,7 +89,7 @@ def run_case(name: str, backend: str) -> dict[str, list[float]]:
     make, wrt, dtype = CASES[name]
     prog = make()
     inputs = _only(prog, _inputs(11, dtype))
-    cot = np.random.default_rng(3).standard_normal(N).astype(dtype)
+    cot: np.ndarray = np.random.default_rng(3).standard_normal(N).astype(dtype)
     g = vjp(prog, inputs, {"out": cot}, wrt, backend=backend)
     out = {f"grad_{w}": g[w].astype(np.float64).tolist() for w in wrt}
     if name == "gather_atomic":

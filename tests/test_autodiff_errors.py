@@ -128,7 +128,7 @@ def test_forward_mode_rejects_reading_an_atomic_add_result() -> None:
     acc = read_write("acc", 1, F64).as_output()
     prog = Program.wrapped([X, acc], 32, [let("o", atomic_add(acc, 0, X[I])),
                                           store(acc, 1, var("o") * f64(2.0))])
-    with pytest.raises(AutodiffError, match="old value.*Fix:"):
+    with pytest.raises(AutodiffError, match=r"old value.*Fix:"):
         jvp_program(prog, ["x"])
 
 

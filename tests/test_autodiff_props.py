@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from tests.autodiff_strategies import Case, programs
 from vyre.autodiff import check_grad, grad, jvp, vjp
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

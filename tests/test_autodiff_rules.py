@@ -53,12 +53,14 @@ UNARY = [
     (UnOpKind.SQRT, _domain(0.2, 3), lambda x: 0.5 / np.sqrt(x), lambda x: -0.25 * x ** -1.5),
     (UnOpKind.INVERSE_SQRT, _domain(0.2, 3), lambda x: -0.5 * x ** -1.5, lambda x: 0.75 * x ** -2.5),
     (UnOpKind.EXP, _domain(-2, 2), np.exp, np.exp),
-    (UnOpKind.EXP2, _domain(-2, 2), lambda x: np.exp2(x) * math.log(2), lambda x: np.exp2(x) * math.log(2) ** 2),
+    (UnOpKind.EXP2, _domain(-2, 2), lambda x: np.exp2(x) * math.log(2),
+     lambda x: np.exp2(x) * math.log(2) ** 2),
     (UnOpKind.LOG, _domain(0.2, 3), lambda x: 1 / x, lambda x: -1 / x**2),
     (UnOpKind.LOG2, _domain(0.2, 3), lambda x: 1 / (x * math.log(2)), lambda x: -1 / (x**2 * math.log(2))),
     (UnOpKind.SIN, _domain(-3, 3), np.cos, lambda x: -np.sin(x)),
     (UnOpKind.COS, _domain(-3, 3), lambda x: -np.sin(x), lambda x: -np.cos(x)),
-    (UnOpKind.TAN, _domain(-1.2, 1.2), lambda x: 1 / np.cos(x) ** 2, lambda x: 2 * np.tan(x) / np.cos(x) ** 2),
+    (UnOpKind.TAN, _domain(-1.2, 1.2), lambda x: 1 / np.cos(x) ** 2,
+     lambda x: 2 * np.tan(x) / np.cos(x) ** 2),
     (UnOpKind.ASIN, _domain(-0.9, 0.9), lambda x: 1 / np.sqrt(1 - x**2), lambda x: x * (1 - x**2) ** -1.5),
     (UnOpKind.ACOS, _domain(-0.9, 0.9), lambda x: -1 / np.sqrt(1 - x**2), lambda x: -x * (1 - x**2) ** -1.5),
     (UnOpKind.ATAN, _domain(-3, 3), lambda x: 1 / (1 + x**2), lambda x: -2 * x / (1 + x**2) ** 2),
@@ -179,8 +181,8 @@ def test_fma_select_and_float_casts() -> None:
     body = fma(a[i], bb, select(a[i].gt(f64(0.0)), a[i] * a[i], bb * f64(3.0)))
     prog = Program.wrapped([a, b, out], 4, [if_(i.lt(buflen(out)), [store(out, i, body)])])
     rng = np.random.default_rng(3)
-    inputs = {"a": rng.uniform(-2, 2, N), "b": rng.uniform(-2, 2, N).astype(np.float32),
-              "out": np.zeros(N)}
+    inputs: dict[str, np.ndarray] = {
+        "a": rng.uniform(-2, 2, N), "b": rng.uniform(-2, 2, N).astype(np.float32), "out": np.zeros(N)}
     check_grad(prog, inputs, ["a", "b"], backend="interp")
 
 
