@@ -21,6 +21,9 @@ from vyre.primitives import (
 BACKENDS = (["interp", "cpu"] + (["cudasim"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
             + (["cuda"] if os.environ.get("VYRE_TEST_CUDA") == "1" else []))
 ONE, HALF = Q16_ONE, Q16_ONE // 2
+# The buffer names the self-substrate's via paths use: same programs, so kernels compile once.
+NG_NAMES = ("m_inv_sqrt", "grad", "grad_nat")
+SHEAF_NAMES = ("stalks", "restriction_diag", "damping", "stalks_next")
 
 # u32 bit patterns that exercise sign and overflow: extremes, small negatives, random.
 u32s = st.one_of(
@@ -98,8 +101,9 @@ def test_block_apply_program_shape() -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_block_apply_seed_vector(backend: str) -> None:
-    prog = natural_gradient_block_apply("m", "g", "out", 2)
-    out = run(prog, {"m": u32a([ONE, 0, 0, HALF]), "g": u32a([10 * ONE, 10 * ONE])}, backend)["out"]
+    prog = natural_gradient_block_apply(*NG_NAMES, 2)
+    out = run(prog, {"m_inv_sqrt": u32a([ONE, 0, 0, HALF]), "grad": u32a([10 * ONE, 10 * ONE])},
+              backend)["grad_nat"]
     assert out.tolist() == [10 * ONE, 5 * ONE]
 
 
@@ -116,8 +120,8 @@ def block_inputs(draw: st.DrawFn) -> tuple[int, list[int], list[int]]:
 @settings(max_examples=25, deadline=None)
 def test_block_apply_matches_exact_oracle(backend: str, case: tuple[int, list[int], list[int]]) -> None:
     n, m, g = case
-    prog = natural_gradient_block_apply("m", "g", "out", n)
-    out = run(prog, {"m": u32a(m), "g": u32a(g)}, backend)["out"]
+    prog = natural_gradient_block_apply(*NG_NAMES, n)
+    out = run(prog, {"m_inv_sqrt": u32a(m), "grad": u32a(g)}, backend)["grad_nat"]
     assert out.tolist() == natural_gradient_block_apply_exact(m, g, n)
 
 
@@ -145,9 +149,9 @@ def test_seed_sheaf_step_float_reference() -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_seed_sheaf_step_vector(backend: str) -> None:
-    prog = sheaf_diffusion_step("stalks", "r", "damping", "next", 2, 1)
-    out = run(prog, {"stalks": u32a([10 * ONE, 20 * ONE]), "r": u32a([ONE, ONE]),
-                     "damping": u32a([HALF])}, backend)["next"]
+    prog = sheaf_diffusion_step(*SHEAF_NAMES, 2, 1)
+    out = run(prog, {"stalks": u32a([10 * ONE, 20 * ONE]), "restriction_diag": u32a([ONE, ONE]),
+                     "damping": u32a([HALF])}, backend)["stalks_next"]
     assert out.tolist() == [5 * ONE, 10 * ONE]
 
 
@@ -164,8 +168,9 @@ def sheaf_inputs(draw: st.DrawFn) -> tuple[int, int, list[int], list[int], int]:
 @settings(max_examples=25, deadline=None)
 def test_seed_sheaf_step_matches_exact_oracle(backend: str, case) -> None:
     n_nodes, d, s, r, damping = case
-    prog = sheaf_diffusion_step("stalks", "r", "damping", "next", n_nodes, d)
-    out = run(prog, {"stalks": u32a(s), "r": u32a(r), "damping": u32a([damping])}, backend)["next"]
+    prog = sheaf_diffusion_step(*SHEAF_NAMES, n_nodes, d)
+    out = run(prog, {"stalks": u32a(s), "restriction_diag": u32a(r), "damping": u32a([damping])},
+              backend)["stalks_next"]
     assert out.tolist() == sheaf_diffusion_step_exact(s, r, damping)
 
 

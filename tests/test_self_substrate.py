@@ -268,10 +268,10 @@ def test_via_paths_match_exact_oracles_through_driver(backend: str, data: st.Dat
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_natural_gradient_direction_end_to_end(backend: str) -> None:
-    # Fisher diag(1, 4): M^{-1/2} = diag(1, 0.5), so [10, 10] -> [10, 5].
+    # Fisher diag(1, 4, 16): M^{-1/2} = diag(1, 0.5, 0.25), so [10, 10, 10] -> [10, 5, 2.5].
     disp = DriverDispatcher(backend)
-    out = natural_gradient_direction(np.diag([1.0, 4.0]), [10.0, 10.0], disp, damping=0.0)
-    np.testing.assert_allclose(out, [10.0, 5.0], atol=0.02)
+    out = natural_gradient_direction(np.diag([1.0, 4.0, 16.0]), [10.0] * 3, disp, damping=0.0)
+    np.testing.assert_allclose(out, [10.0, 5.0, 2.5], atol=0.02)
     with pytest.raises(OptimizerDispatchError, match="Fix:"):
         natural_gradient_direction(np.eye(3), [1.0, 2.0], DriverDispatcher(backend))
 
