@@ -417,3 +417,21 @@ def test_nested_dynamic_loops() -> None:
     ])
     inputs = {"x": np.array([0.9, 1.1, -0.7, 0.8]), "nb": np.array([4], np.uint32)}
     check_grad(prog, inputs, ["x"], backend="interp")
+
+
+def test_untaken_select_arm_does_not_poison_the_gradient() -> None:
+    """select(x > 0, sqrt(x) * log(x), x / 2) at x < 0: the untaken arm is NaN, its share is 0."""
+    from vyre.autodiff import hvp
+    from vyre.ir import log, sqrt
+    x, out = read("x", 0, F64), output("out", 1, F64)
+    i = gid()
+    prog = Program.wrapped([x, out], 4, [
+        store(out, i, select(x[i].gt(f64(0.0)), sqrt(x[i]) * log(x[i]), x[i] * f64(0.5)))])
+    xv = np.array([-1.0, 2.0, -3.0, 0.5])
+    inputs = {"x": xv, "out": np.zeros(4)}
+    g = vjp(prog, inputs, {"out": np.ones(4)}, ["x"], backend="interp")
+    pos = xv > 0
+    want = np.where(pos, np.log(np.abs(xv)) / (2 * np.sqrt(np.abs(xv))) + 1 / np.sqrt(np.abs(xv)), 0.5)
+    np.testing.assert_allclose(g["x"], want, rtol=1e-12)
+    h = hvp(prog, inputs, "out", ["x"], {"x": np.ones(4)}, backend="interp")
+    assert np.all(np.isfinite(h["x"])) and np.all(h["x"][~pos] == 0.0)

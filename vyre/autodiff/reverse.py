@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.expr import Atomic, BinOp, Cast, Expr, Fma, InvocationId, LitU32, Load, Select, UnOp, Var, lit
+from ..ir.expr import (
+    Atomic, BinOp, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, Select, UnOp, Var, lit,
+)
 from ..ir.functions import substitute
 from ..ir.node import Assign, If, Let, Loop, Node, Store
 from ..ir.ops import AtomicOp, BinOpKind
@@ -68,6 +70,7 @@ class _Reverse:
         self.private = {b for b in inputs if private_ok
                         and all(ld.index == InvocationId(0) for ld in loads if ld.buffer == b)}
         self.marked = {b for b in outputs if _needs_marks(stmts, b)}
+        self.guards: dict[str, tuple[Expr, bool, Expr]] = {}
         for b in self.private:
             self.types[_private_key(b)] = program.buffer(b).element
 
@@ -89,6 +92,19 @@ class _Reverse:
         out.append(Let(name, e))
         return Var(name)
 
+    def atomize_guarded(self, e: Expr, out: list[Node]) -> Expr:
+        """Like :meth:`atomize`, remembering adjoints of the form ``select(c, a, 0)`` so rules
+        applied to them keep the zero exact (``0 * inf`` in an untaken select arm is NaN)."""
+        if isinstance(e, Select) and (_is_zero(e.false_val) or _is_zero(e.true_val)):
+            side = _is_zero(e.false_val)
+            inner = self.atomize(e.true_val if side else e.false_val, out)
+            v = self.atomize(Select(e.cond, inner, e.false_val) if side
+                             else Select(e.cond, e.true_val, inner), out)
+            assert isinstance(v, Var)
+            self.guards[v.name] = (e.cond, side, inner)
+            return v
+        return self.atomize(e, out)
+
     def contribute(self, env: _Env, out: list[Node], target: Expr | str, d: Expr) -> None:
         """Add ``d`` to the adjoint of ``target`` (a variable, or a literal that takes nothing)."""
         if isinstance(target, str):
@@ -107,7 +123,7 @@ class _Reverse:
             out.append(Let(t, BinOp(BinOpKind.ADD, env.adj[name], d)))
             env.adj[name] = Var(t)
         else:
-            env.adj[name] = self.atomize(d, out)
+            env.adj[name] = self.atomize_guarded(d, out)
 
     def open_scope(self, env: _Env, out: list[Node], targets: set[str]) -> tuple[_Env, dict[str, str]]:
         """Accumulators for the outer adjoints a nested construct may add to."""
@@ -163,10 +179,19 @@ class _Reverse:
                     raise TypeError(f"not a normal-form statement: {s!r}")
 
     def let(self, s: NLet, env: _Env, out: list[Node]) -> None:
-        d = env.adj.get(s.name)
-        if d is None:
+        d0 = env.adj.get(s.name)
+        if d0 is None:
             return
         r: Expr = Var(s.name)
+        d, wrap = d0, _identity
+        guard = self.guards.get(d0.name) if isinstance(d0, Var) else None
+        if guard is not None and isinstance(s.value, BinOp | UnOp | Cast | Fma):
+            # Apply the rule to the selected adjoint and select again: the zero stays exact.
+            cond, side, d = guard
+            zero = lit(0.0, s.ty)
+
+            def wrap(e: Expr) -> Expr:
+                return Select(cond, e, zero) if side else Select(cond, zero, e)
         match s.value:
             case Var() as a:
                 self.contribute(env, out, a, d)
@@ -183,13 +208,13 @@ class _Reverse:
                 assert isinstance(rule, BinDiff), f"{op} on an active float"
                 ca, cb = rule.rule(Ctx(a, b, r, s.ty), d)
                 if ca is not None:
-                    self.contribute(env, out, a, ca)
+                    self.contribute(env, out, a, wrap(ca))
                 if cb is not None:
-                    self.contribute(env, out, b, cb)
+                    self.contribute(env, out, b, wrap(cb))
             case UnOp(op, a):
                 urule = UNOP_DERIV[op]
                 assert isinstance(urule, UnDiff), f"{op} on an active float"
-                self.contribute(env, out, a, urule.rule(Ctx(a, a, r, s.ty), d))
+                self.contribute(env, out, a, wrap(urule.rule(Ctx(a, a, r, s.ty), d)))
             case Select(c, a, b):
                 ca, cb = select_contribs(c, d, s.ty)
                 self.contribute(env, out, a, ca)
@@ -197,12 +222,12 @@ class _Reverse:
             case Cast(_, v):
                 if isinstance(v, Var) and self.ty(v.name).is_float:
                     src = self.ty(v.name)
-                    self.contribute(env, out, v, d if src == s.ty else Cast(src, d))
+                    self.contribute(env, out, v, wrap(d if src == s.ty else Cast(src, d)))
             case Fma(a, b, c):
                 ca, cb, cc = fma_contribs(a, b, d)
-                self.contribute(env, out, a, ca)
-                self.contribute(env, out, b, cb)
-                self.contribute(env, out, c, cc)
+                self.contribute(env, out, a, wrap(ca))
+                self.contribute(env, out, b, wrap(cb))
+                self.contribute(env, out, c, wrap(cc))
             case _:
                 raise TypeError(f"no adjoint for the binding {s!r}")
 
@@ -279,6 +304,14 @@ class _Reverse:
         for c in act_carried:
             self.contribute(env, out, c.entry, Var(adjc[c.name]))
         self.close_scope(env, new)
+
+
+def _identity(e: Expr) -> Expr:
+    return e
+
+
+def _is_zero(e: Expr) -> bool:
+    return isinstance(e, LitF32 | LitF64) and e.value == 0.0
 
 
 def _split_const(e: Expr) -> tuple[Expr, int]:
