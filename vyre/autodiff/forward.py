@@ -205,7 +205,8 @@ def jvp_program(program: Program, inputs: list[str], outputs: list[str] | None =
     for b in program.buffers:
         if b.name not in bufs:
             continue
-        access = BufferAccess.READ_WRITE if b.name in written else BufferAccess.READ_ONLY
+        writable = b.name in written or b.name in outs
+        access = BufferAccess.READ_WRITE if writable else BufferAccess.READ_ONLY
         buffers.append(BufferDecl(TANGENT_PREFIX + b.name, binding, access, b.element, b.count,
                                   is_output=b.name in outs))
         binding += 1
