@@ -17,7 +17,7 @@ from ..ir.expr import (
 )
 from ..ir.functions import inline_nodes
 from ..ir.node import (
-    Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store, node_children, walk_nodes,
+    Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store, walk_nodes,
 )
 from ..ir.ops import UnOpKind
 from ..ir.program import Program
@@ -190,5 +190,4 @@ def remove_returns(body: tuple[Node, ...], names: Names) -> tuple[Node, ...]:
     return (Let(done, LitBool(False)), *_elim(body, done))
 
 
-__all__ = ["has_return", "inline_and_rename", "iter_paths", "node_children", "remove_returns",
-           "source_names"]
+__all__ = ["has_return", "inline_and_rename", "iter_paths", "remove_returns", "source_names"]

@@ -9,6 +9,7 @@ its default; ``"interp"`` is the reference interpreter).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,13 @@ from .forward import TANGENT_PREFIX, jvp_program
 from .reverse import GRAD_PREFIX, STORED_PREFIX, grad
 
 Grid = int | Sequence[int]
+
+
+@functools.lru_cache(maxsize=128)
+def cached_grad(program: Program, outputs: tuple[str, ...], inputs: tuple[str, ...],
+                grid_1d: bool) -> Program:
+    """:func:`grad`, memoised on the (immutable, hashable) program and the request."""
+    return grad(program, list(outputs), list(inputs), grid_1d=grid_1d)
 
 
 def run_program(program: Program, arrays: Mapping[str, np.ndarray], *, backend: str | None,
@@ -85,7 +93,7 @@ def vjp(program: Program, inputs: Mapping[str, np.ndarray], cotangents: Mapping[
     ``inputs`` are the forward's arrays (pre-forward contents); ``cotangents`` maps each output to
     an array of its dtype and length."""
     g3 = forward_grid(program, inputs, grid)
-    back = grad(program, list(cotangents), list(wrt), grid_1d=g3[1:] == (1, 1))
+    back = cached_grad(program, tuple(cotangents), tuple(wrt), g3[1:] == (1, 1))
     lengths = forward_lengths(program, inputs)
     for name, cot in cotangents.items():
         lengths.setdefault(name, int(np.asarray(cot).size))
@@ -168,7 +176,7 @@ def hvp(program: Program, inputs: Mapping[str, np.ndarray], output: str, wrt: Se
     reverse: the tangent program of the backward program. ``vectors`` maps each ``wrt`` input to
     its direction; returns ``{w: (H v)_w}``."""
     g3 = forward_grid(program, inputs, grid)
-    back = grad(program, [output], list(wrt), grid_1d=g3[1:] == (1, 1))
+    back = cached_grad(program, (output,), tuple(wrt), g3[1:] == (1, 1))
     lengths = forward_lengths(program, inputs)
     args = _arrays_for_forward_buffers(program, inputs, lengths)
     n_out = lengths[output]
