@@ -22,6 +22,7 @@ from ..ir import (
     SubgroupBallot, SubgroupReduce, SubgroupShuffle, walk_nodes,
 )
 from .emit import CODEGEN_VERSION, Binding, Emitter, uses
+from .flat import is_tunable
 from .inline import inline_calls
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
@@ -255,6 +256,28 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
     wg = program.workgroup_size
     njit = f"numba.njit(cache={cache}, error_model='numpy')"
     out: list[str] = []
+    storage_params = ", ".join(src[b.name] for b in storage)
+    sep = ", " if storage_params else ""
+    if is_tunable(program):
+        # Flat form (vyre.codegen.flat): vyre_kernel(*bufs, n_invocations, chunk).
+        em.emit(0, f"@{njit}")
+        em.emit(0, f"def _vy_invocation(_gid0{sep}{storage_params}):")
+        em.emit(1, "_gid1 = uint32(0)")
+        em.emit(1, "_gid2 = uint32(0)")
+        em.block(program.entry, {}, 1)
+        em.emit(1, "return False")
+        sig = _sig(program).replace("int64, int64, int64)", "int64, int64)")
+        out = [*em.lines, "", "",
+               f"@numba.njit({sig!r}, parallel={par}, cache={cache}, error_model='numpy')",
+               f"def vyre_kernel({storage_params}{sep}_n, _chunk):",
+               "    _nc = (_n + _chunk - 1) // _chunk",
+               "    for _c in numba.prange(_nc):",
+               "        _lo = _c * _chunk",
+               "        _hi = min(_lo + _chunk, _n)",
+               "        for _g in range(_lo, _hi):",
+               f"            _vy_invocation(uint32(_g){sep}{storage_params})",
+               "", "", "VYRE_FLAT = True"]
+        return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n\n" + "\n".join(out) + "\n"
     if not lockstep:
         em.emit(0, f"@{njit}")
         em.emit(0, f"def _vy_invocation(_l, _wg0, _wg1, _wg2, {params}):")
@@ -283,7 +306,6 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
                     for a, t in ls.lane_arrays]
         wg_body += [line[4:].replace("{LANE}", lane_args) for line in body]
     out.append(f"@{njit}")
-    storage_params = ", ".join(src[b.name] for b in storage)
     out.append(f"def _vy_workgroup(_w, _gx, _gy{', ' if storage_params else ''}{storage_params}):")
     out.append("    _wg0 = uint32(_w % _gx)")
     out.append("    _wg1 = uint32((_w // _gx) % _gy)")
@@ -297,7 +319,12 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
     out.append(f"def vyre_kernel({storage_params}{', ' if storage_params else ''}_gx, _gy, _gz):")
     out.append("    for _w in numba.prange(_gx * _gy * _gz):")
     out.append(f"        _vy_workgroup(_w, _gx, _gy{', ' if storage_params else ''}{storage_params})")
-    header = [
+    out += ["", "", "VYRE_FLAT = False"]
+    return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n\n" + "\n".join(out) + "\n"
+
+
+def _cpu_header(cache: bool) -> list[str]:
+    return [
         f"# vyre generated kernel: target cpu, codegen v{CODEGEN_VERSION}. Do not edit.",
         "import math",
         "import numba",
@@ -306,7 +333,6 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
         "",
         f"_dev = numba.njit(cache={cache}, error_model='numpy')",
     ]
-    return "\n".join(header) + "\n" + PRELUDE + CPU_PRELUDE + "\n\n" + "\n".join(out) + "\n"
 
 
 def _np_name(t: DataType) -> str:

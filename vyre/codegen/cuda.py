@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..errors import CodegenError
 from ..ir import AtomicOp, BinOpKind, DataType, Expr, Program, SubgroupBallot, SubgroupReduce, SubgroupShuffle
 from .emit import CODEGEN_VERSION, Binding, Emitter
+from .flat import is_tunable
 from .inline import inline_calls
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
@@ -135,23 +136,6 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
     buffer_src.update({b.name: f"s{i}_{b.name}" for i, b in enumerate(shared)})
     target = CudaTarget(emulate_subgroups=simulator)
     em = Emitter(program, target, buffer_src)
-    wx, wy, _ = program.workgroup_size
-    lines = em.lines
-    em.emit(0, "def vyre_kernel_py(" + ", ".join(buffer_src[b.name] for b in storage) + "):")
-    for a in range(3):
-        em.emit(1, f"_lid{a} = uint32(cuda.threadIdx.{_AXES[a]})")
-        em.emit(1, f"_wg{a} = uint32(cuda.blockIdx.{_AXES[a]})")
-        em.emit(1, f"_gid{a} = uint32(_wg{a} * uint32({program.workgroup_size[a]}) + _lid{a})")
-    em.emit(1, f"_lane = uint32((_lid0 + _lid1 * uint32({wx}) + _lid2 * uint32({wx * wy})) & uint32(31))")
-    em.emit(1, f"_lin = uint32(_lid0 + _lid1 * uint32({wx}) + _lid2 * uint32({wx * wy}))")
-    for b in shared:
-        em.emit(1, f"{buffer_src[b.name]} = cuda.shared.array({b.count}, {CTOR[b.element]})")
-    decl_at = len(em.lines)
-    scope: dict[str, Binding] = {}
-    em.block(program.entry, scope, 1)
-    wg = program.workgroup_invocations
-    for st in sorted(target.scratch_types):
-        em.lines.insert(decl_at, f"    _sgs_{st.short} = cuda.shared.array({wg}, {CTOR[st]})")
     header = [
         f"# vyre generated kernel: target cuda{' (simulator)' if simulator else ''}, codegen v{CODEGEN_VERSION}."
         " Do not edit.",
@@ -167,9 +151,50 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
         "",
         "_vy_fmod = _dev(_vy_fmod)",
     ]
+    params = ", ".join(buffer_src[b.name] for b in storage)
+    if is_tunable(program):
+        # Flat form: see vyre.codegen.flat. Launch: vyre_kernel[blocks, threads](*bufs, n, ipt).
+        em.emit(0, f"def _vy_invocation_py(_gid0, {params}):")
+        em.emit(1, "_gid1 = uint32(0)")
+        em.emit(1, "_gid2 = uint32(0)")
+        em.block(program.entry, {}, 1)
+        em.emit(0, "")
+        em.emit(0, "")
+        em.emit(0, "_vy_invocation = _dev(_vy_invocation_py)")
+        em.emit(0, "")
+        em.emit(0, "")
+        em.emit(0, f"def vyre_kernel_py({params}{', ' if params else ''}_n, _ipt):")
+        em.emit(1, "_t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)")
+        em.emit(1, "_stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)")
+        em.emit(1, "for _k in range(_ipt):")
+        em.emit(2, "_g = _t + _k * _stride")
+        em.emit(2, "if _g < _n:")
+        em.emit(3, f"_vy_invocation(uint32(_g){', ' if params else ''}{params})")
+        sig = _sig(program)[:-1] + (", " if storage else "") + "int64, int64)"
+        footer = ["", "", "VYRE_FLAT = True", f"VYRE_SIGNATURE = {sig!r}",
+                  f"vyre_kernel = cuda.jit(cache={cache})(vyre_kernel_py)"]
+        return "\n".join(header) + "\n" + PRELUDE + "\n\n" + "\n".join(em.lines + footer) + "\n"
+    wx, wy, _ = program.workgroup_size
+    lines = em.lines
+    em.emit(0, "def vyre_kernel_py(" + params + "):")
+    for a in range(3):
+        em.emit(1, f"_lid{a} = uint32(cuda.threadIdx.{_AXES[a]})")
+        em.emit(1, f"_wg{a} = uint32(cuda.blockIdx.{_AXES[a]})")
+        em.emit(1, f"_gid{a} = uint32(_wg{a} * uint32({program.workgroup_size[a]}) + _lid{a})")
+    em.emit(1, f"_lane = uint32((_lid0 + _lid1 * uint32({wx}) + _lid2 * uint32({wx * wy})) & uint32(31))")
+    em.emit(1, f"_lin = uint32(_lid0 + _lid1 * uint32({wx}) + _lid2 * uint32({wx * wy}))")
+    for b in shared:
+        em.emit(1, f"{buffer_src[b.name]} = cuda.shared.array({b.count}, {CTOR[b.element]})")
+    decl_at = len(em.lines)
+    scope: dict[str, Binding] = {}
+    em.block(program.entry, scope, 1)
+    wg = program.workgroup_invocations
+    for st in sorted(target.scratch_types):
+        em.lines.insert(decl_at, f"    _sgs_{st.short} = cuda.shared.array({wg}, {CTOR[st]})")
     footer = [
         "",
         "",
+        "VYRE_FLAT = False",
         f"VYRE_SIGNATURE = {_sig(program)!r}",
         f"vyre_kernel = cuda.jit(cache={cache})(vyre_kernel_py)",
     ]

@@ -92,7 +92,16 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
                 results[decl.name] = obj
     lengths = {b.name: int(a.shape[0]) for b, a in zip(storage_buffers(program), dev_args, strict=True)}
     g = _grid3(grid) if grid is not None else kernel.grid_for(lengths)
-    kernel._fn[g, program.workgroup_size](*dev_args)
+    if kernel.flat:
+        if g[1:] != (1, 1):
+            raise DispatchError(f"grid {g} is not 1-D, but the program is (its ids are 1-D). "
+                                "Fix: pass grid=(n_workgroups,)")
+        n = g[0] * program.workgroup_size[0]
+        la = kernel.launch or kernel.default_launch(n)
+        blocks = max(1, -(-n // (la.wg * la.ipt)))
+        kernel._fn[blocks, la.wg](*dev_args, n, la.ipt)
+    else:
+        kernel._fn[g, program.workgroup_size](*dev_args)
     for d, flat in copy_back:
         d.copy_to_host(flat)
     want_device = any_device if return_device is None else return_device

@@ -46,9 +46,26 @@ def _versions(backend: str) -> list[str]:
     return parts
 
 
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """Launch knobs of a flat kernel (vyre.codegen.flat): CUDA runs ``wg`` threads per block, each
+    doing ``ipt`` invocations; the CPU runs parallel chunks of ``wg * ipt`` invocations."""
+
+    wg: int
+    ipt: int = 1
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.wg <= 1024 and 1 <= self.ipt <= 4096):
+            raise DispatchError(f"launch {self} is out of range (wg 1..1024, ipt 1..4096). "
+                                "Fix: pick a candidate from vyre.driver.tuner")
+
+
 @dataclass
 class Kernel:
-    """A program compiled for one backend: its generated source, launch geometry and a call."""
+    """A program compiled for one backend: its generated source, launch geometry and a call.
+
+    ``flat`` kernels (programs whose results do not depend on the launch shape) take their launch
+    knobs at call time (``launch``); the autotuner sets them."""
 
     program: Program
     backend: str
@@ -57,6 +74,14 @@ class Kernel:
     cache_hit: bool
     compile_seconds: float
     _fn: Any = field(repr=False, default=None)
+    flat: bool = False
+    launch: Launch | None = None
+
+    def default_launch(self, invocations: int) -> Launch:
+        if self.backend == "cpu":
+            # a few chunks per core: small enough to balance, big enough to amortise the scheduler
+            return Launch(1024, max(1, min(4096, invocations // (64 * 1024))))
+        return Launch(self.program.workgroup_size[0], 1)
 
     def grid_for(self, lengths: Mapping[str, int]) -> tuple[int, int, int]:
         """The default grid for buffers of these lengths (covers the largest output)."""
@@ -78,6 +103,13 @@ class Kernel:
             from ..interp import run
 
             run(self.program, arrays, grid=g)
+        elif self.flat:
+            if g[1:] != (1, 1):
+                raise DispatchError(f"grid {g} is not 1-D, but the program is (its ids are 1-D). "
+                                    "Fix: pass grid=(n_workgroups,)")
+            n = g[0] * self.program.workgroup_size[0]
+            la = self.launch or self.default_launch(n)
+            self._fn(*(arrays[b.name] for b in storage_buffers(self.program)), n, la.wg * la.ipt)
         else:
             self._fn(*(arrays[b.name] for b in storage_buffers(self.program)), *g)
         return {b.name: _shaped(inputs.get(b.name), arrays[b.name]) for b in self.writable}
@@ -119,7 +151,7 @@ def compile(program: Program, backend: str | None = None, *, parallel: bool = Tr
         source = emit_cuda(program, cache=disk_cache and b == "cuda", simulator=b == "cudasim")
     mod, hit = cache.load_module(b, key, source, use_disk=disk_cache and b != "cudasim")
     fn = mod.vyre_kernel
-    return Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn)
+    return Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn, bool(mod.VYRE_FLAT))
 
 
 _kernels: dict[tuple[bytes, str, tuple[int, int, int]], Kernel] = {}
