@@ -49,6 +49,10 @@ class WireError(VyreError):
         super().__init__(f"{message}{where}")
 
 
+class ParseError(VyreError):
+    """Text handed to ``vyre.ir.parser.parse_program`` is not a program (line:column, caret, Fix:)."""
+
+
 class InterpError(VyreError):
     """The reference interpreter was asked to run something it cannot (bad inputs, runaway loop)."""
 
