@@ -162,11 +162,6 @@ def _validate(program: Program) -> None:
     if not isinstance(program, Program):
         raise InterpError(f"run() needs a vyre.ir.Program, got {type(program).__name__}. "
                           "Fix: build one with Program.wrapped(...)")
-    # TODO(interp): drop this guard once vyre/ir/validate.py has landed.
-    try:
-        import vyre.ir.validate  # noqa: F401
-    except ImportError:
-        return
     program.validate()
 
 
