@@ -56,6 +56,9 @@ def _device_view(decl: BufferDecl, obj: Any) -> Any:
 
 def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
                 return_device: bool | None) -> dict[str, Any]:
+    fast = kernel._fast
+    if fast is not None and fast.matches(inputs, grid, kernel.launch, return_device):
+        return fast()
     from numba import cuda
 
     from .dispatch import _grid3
@@ -99,9 +102,10 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
         n = g[0] * program.workgroup_size[0]
         la = kernel.launch or kernel.default_launch(n)
         blocks = max(1, -(-n // (la.wg * la.ipt)))
-        kernel._fn[blocks, la.wg](*dev_args, n, la.ipt)
+        griddim, blockdim, scalars = (blocks, 1, 1), (la.wg, 1, 1), (n, la.ipt)
     else:
-        kernel._fn[g, program.workgroup_size](*dev_args)
+        griddim, blockdim, scalars = g, program.workgroup_size, ()
+    kernel._fn[griddim, blockdim](*dev_args, *scalars)
     for d, flat in copy_back:
         d.copy_to_host(flat)
     want_device = any_device if return_device is None else return_device
@@ -115,4 +119,101 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
         else:
             out[b.name] = r if isinstance(r, np.ndarray) else (
                 r.copy_to_host() if hasattr(r, "copy_to_host") else cuda.as_cuda_array(r).copy_to_host())
+    if not copy_back and want_device and len(inputs) == len(dev_args) and kernel.backend == "cuda":
+        kernel._fast = make_fast_launch(kernel, inputs, dev_args, scalars, griddim, blockdim, grid,
+                                        return_device, out)
     return out
+
+
+# ---- the cached launch path ------------------------------------------------------------------
+# numba's own launch re-derives every argument on every call (about 20 us). When a kernel is
+# dispatched again over the very same device arrays, nothing needs re-checking: we keep the
+# arguments packed in numba's kernel ABI (per 1-D array: meminfo, parent, nitems, itemsize, data,
+# shape, stride; then the scalars) and call cuLaunchKernel through ctypes.
+
+import ctypes  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+_libcuda: Any = None
+
+
+def _cuda_lib() -> Any:
+    global _libcuda
+    if _libcuda is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        fn = lib.cuLaunchKernel
+        fn.argtypes = [ctypes.c_void_p, *([ctypes.c_uint] * 6), ctypes.c_uint, ctypes.c_void_p,
+                       ctypes.c_void_p, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        _libcuda = lib
+    return _libcuda
+
+
+@dataclass(eq=False)
+class FastLaunch:
+    """A launch of one kernel over fixed device arrays, ready to repeat."""
+
+    objs: tuple[tuple[str, Any], ...]
+    grid: Any
+    launch: Any
+    return_device: bool | None
+    result: dict[str, Any]
+    fptr: int
+    dims: tuple[int, int, int, int, int, int]
+    vals: Any
+    ptrs: Any
+
+    def matches(self, inputs: Mapping[str, Any], grid: Any, launch: Any, return_device: bool | None) -> bool:
+        if grid != self.grid or launch is not self.launch or return_device != self.return_device:
+            return False
+        if len(inputs) != len(self.objs):
+            return False
+        return all(inputs.get(name) is obj for name, obj in self.objs)
+
+    def __call__(self) -> dict[str, Any]:
+        gx, gy, gz, bx, by, bz = self.dims
+        err = _libcuda.cuLaunchKernel(self.fptr, gx, gy, gz, bx, by, bz, 0, None, self.ptrs, None)
+        if err != 0:
+            raise DispatchError(f"cuLaunchKernel failed with CUDA error {err}. Fix: check the device "
+                                "state (a previous kernel may have faulted) and the launch shape")
+        return self.result
+
+
+def _packed_values(dev_args: list[Any], scalars: tuple[int, ...]) -> list[int]:
+    vals: list[int] = []
+    for d in dev_args:
+        n = int(d.shape[0])
+        item = int(d.dtype.itemsize)
+        ptr = int(d.__cuda_array_interface__["data"][0])
+        vals += [0, 0, n, item, ptr, n, item]
+    return vals + list(scalars)
+
+
+def make_fast_launch(kernel: Kernel, inputs: Mapping[str, Any], dev_args: list[Any], scalars: tuple[int, ...],
+                     griddim: tuple[int, int, int], blockdim: tuple[int, int, int], grid: Any,
+                     return_device: bool | None, result: dict[str, Any]) -> FastLaunch | None:
+    """The repeatable launch for this call, or None when the inputs cannot be pinned (host arrays,
+    objects whose storage can be swapped under the same identity)."""
+    if any(isinstance(v, np.ndarray) or not hasattr(v, "__cuda_array_interface__")
+           or type(v).__module__.startswith("torch") for v in inputs.values()):
+        return None
+    overloads = list(kernel._fn.overloads.values())
+    if len(overloads) != 1:
+        return None
+    try:
+        from cuda.bindings import driver as cu
+
+        handle = overloads[0]._codelibrary.get_cufunc().handle
+        err, func = cu.cuKernelGetFunction(handle)
+        if int(err) != 0:
+            return None
+        lib = _cuda_lib()
+        del lib
+    except Exception:
+        return None
+    vals_list = _packed_values(dev_args, scalars)
+    vals = (ctypes.c_int64 * len(vals_list))(*vals_list)
+    base = ctypes.addressof(vals)
+    ptrs = (ctypes.c_void_p * len(vals_list))(*[base + 8 * i for i in range(len(vals_list))])
+    return FastLaunch(tuple(inputs.items()), grid, kernel.launch, return_device, result, int(func),
+                      (*griddim, *blockdim), vals, ptrs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ from .bind import bind_host_arrays, check_names, storage_buffers
 from .geometry import default_grid
 
 Grid = int | Sequence[int]
+_ENV_BACKEND = "VYRE_BACKEND"
 
 
 def _grid3(grid: Grid) -> tuple[int, int, int]:
@@ -76,6 +78,7 @@ class Kernel:
     _fn: Any = field(repr=False, default=None)
     flat: bool = False
     launch: Launch | None = None
+    _fast: Any = field(repr=False, default=None)
 
     def default_launch(self, invocations: int) -> Launch:
         if self.backend == "cpu":
@@ -155,6 +158,8 @@ def compile(program: Program, backend: str | None = None, *, parallel: bool = Tr
 
 
 _kernels: dict[tuple[bytes, str, tuple[int, int, int]], Kernel] = {}
+# Programs are immutable: once seen, the same object maps straight to its kernel (no hashing).
+_by_identity: dict[tuple[int, str | None], tuple[Program, Kernel]] = {}
 
 
 def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None = None,
@@ -164,7 +169,14 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
 
     Arrays passed for written buffers are written in place; written buffers not passed are
     allocated (zero-filled, ``count`` elements). ``grid`` counts workgroups (default: cover the
-    largest output along x); ``workgroup_size`` overrides the program's."""
+    largest output along x); ``workgroup_size`` overrides the program's.
+
+    A repeated dispatch of the same Program object over the same device arrays reuses the
+    checks and the packed launch of the previous call (about the cost of cuLaunchKernel)."""
+    if workgroup_size is None and (backend is not None or _ENV_BACKEND not in os.environ):
+        hit = _by_identity.get((id(program), backend))
+        if hit is not None and hit[0] is program:
+            return hit[1](inputs, grid=grid, return_device=return_device)
     if workgroup_size is not None:
         program = replace(program, workgroup_size=_grid3(workgroup_size))
     if not isinstance(inputs, Mapping):
@@ -177,4 +189,8 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
     if k is None:
         k = compile(program, b)
         _kernels[(program.fingerprint(), b, program.workgroup_size)] = k
+    if workgroup_size is None and isinstance(program, Program):
+        if len(_by_identity) > 4096:
+            _by_identity.clear()
+        _by_identity[(id(program), backend)] = (program, k)
     return k(inputs, grid=grid, return_device=return_device)

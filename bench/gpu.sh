@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# One-stop GPU run (device machine, Python 3.12 image): install the carried wheels (numpy 2.4 for
+# numba-cuda 0.30, blake3) and vyre from the working tree, check the install, run the benchmarks.
+#   carry: .whl      run: bash bench/gpu.sh [section ...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export VYRE_CACHE_DIR=${VYRE_CACHE_DIR:-/tmp/vyre-cache}
+python3 -c "import numpy, numba, numba.cuda, vyre; print('numpy', numpy.__version__, 'numba', numba.__version__, 'gpu', numba.cuda.is_available())" || exit 1
+python3 bench/gpu_bench.py "$@" 2>&1 | tee "${OUT:-/tmp}/gpu_bench.md"
