@@ -69,9 +69,10 @@ class ExprChecker:
                          "identifier; expected [A-Za-z_][A-Za-z0-9_]*, at most 64 characters "
                          "(names reach generated source). Fix: rename it")
             elif kind is F.LABEL and not is_label(v):
-                self.add("V003", f"{path}.{name}", f"Region label {show(v)} is not printable ASCII "
-                         "without quotes or backslashes of at most 128 characters. Fix: use a "
-                         "plain label such as 'softmax.max'")
+                self.add("V003", f"{path}.{name}", f"Region label {show(v)} ({len(str(v))} characters) "
+                         "is not a plain label; expected printable ASCII without quotes or "
+                         "backslashes, at most 128 characters. Fix: use a label such as "
+                         "'softmax.max'")
             elif kind is F.AXIS and v not in (0, 1, 2):
                 self.add("V062", f"{path}.{name}", f"{type(x).__name__} axis is {v}; expected 0, "
                          "1 or 2. Fix: use axis 0 (x), 1 (y) or 2 (z)")

@@ -351,8 +351,9 @@ class _Checker(ExprChecker):
                                  f"binds; expected a declared variable. Fix: let({name!r}, ...) "
                                  "before assigning")
                 elif b.loop:
-                    self.add("V010", path, f"Assign to loop variable {show(name)}; loop "
-                             "variables are read-only. Fix: copy it with a Let and assign the copy")
+                    self.add("V010", path, f"Assign to loop variable {show(name)}; expected "
+                             "a Let-bound variable (loop variables are read-only). Fix: copy it "
+                             "with a Let and assign the copy")
                 elif t is not None and b.dtype is not None and t != b.dtype:
                     self.add("V021", path, f"Assign of {typed(t, value)} to {show(name)} of type "
                              f"{b.dtype.short}; expected the variable's type. "
