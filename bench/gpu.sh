@@ -6,6 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=0
 export VYRE_CACHE_DIR=${VYRE_CACHE_DIR:-/tmp/vyre-cache}
 python3 -c "import numpy, numba, numba.cuda, vyre; print('numpy', numpy.__version__, 'numba', numba.__version__, 'gpu', numba.cuda.is_available())" || exit 1
 python3 bench/gpu_bench.py "$@" 2>&1 | tee "${OUT:-/tmp}/gpu_bench.md"

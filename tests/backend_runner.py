@@ -34,6 +34,8 @@ def generated_cases(count: int) -> list[tuple[str, Program, dict[str, np.ndarray
     from tests.strategies import program_and_inputs
 
     out: list[tuple[str, Program, dict[str, np.ndarray], object, None]] = []
+    if count <= 0:
+        return out
 
     @settings(max_examples=count, derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
@@ -87,6 +89,8 @@ def sample_programs(count: int) -> list[Program]:
     from tests.strategies import programs
 
     out: list[Program] = []
+    if count <= 0:
+        return out
 
     @settings(max_examples=count, derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))

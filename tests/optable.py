@@ -76,6 +76,7 @@ def all_tables():
         if any(t in r.operands for r in UNOP_RULES.values()):
             yield f"unop_{t.short}", unop_table(t)
         yield f"cast_{t.short}", cast_table(t)
+    yield "subgroup", subgroup_table()
 
 
 TRANSCENDENTAL = {"EXP", "EXP2", "LOG", "LOG2", "SIN", "COS", "TAN", "ASIN", "ACOS", "ATAN", "SINH", "COSH",
@@ -100,3 +101,43 @@ def compare(name: str, got: dict[str, np.ndarray], ref: dict[str, np.ndarray],
             op = names.get((key, int(i) // n), "?")
             problems.append(f"{name} {op} element {int(i) % n}: got {g[i]!r}, reference {r[i]!r}")
     return problems
+
+
+def subgroup_table() -> tuple[Program, dict[str, np.ndarray], list[tuple[str, DataType, int]]]:
+    """Every subgroup op on every type it takes (64 invocations = two subgroups)."""
+    from vyre.ir import SUBGROUP_REDUCE_OPS, ballot, lane, shuffle, subgroup_reduce
+
+    n = 64
+    rng = np.random.default_rng(7)
+    arrays: dict[str, np.ndarray] = {}
+    bufs: list[BufferDecl] = []
+    body: list = [let("i", gid())]
+    results: list[tuple[str, DataType, object]] = []
+    for t in (DataType.I32, DataType.U32, DataType.F32, DataType.F64, DataType.BOOL):
+        name = f"in_{t.short}"
+        if t is DataType.BOOL:
+            arrays[name] = rng.integers(0, 2, n).astype(bool)
+        elif t.is_float:
+            arrays[name] = rng.integers(-50, 50, n).astype(t.np_dtype)  # exact sums in any order
+        else:
+            arrays[name] = np.array(rng.choice(EDGE[t], n), dtype=t.np_dtype)
+        bufs.append(read(name, len(bufs), t).with_count(n))
+        v = f"v_{t.short}"
+        body.append(let(v, bufs[-1][var("i")]))
+        for op, rule in SUBGROUP_REDUCE_OPS.items():
+            if t in rule.operands:
+                results.append((f"reduce_{op.name}_{t.short}", t, subgroup_reduce(op, var(v))))
+        results.append((f"shuffle_{t.short}", t, shuffle(var(v), (lane() * 7 + 3) & 31)))
+    results.append(("ballot", DataType.U32, ballot(var("v_bool"))))
+    by_type: dict[DataType, list[int]] = {}
+    for k, (_, rt, _) in enumerate(results):
+        by_type.setdefault(rt, []).append(k)
+    outs = {rt: output(f"out_{rt.short}", len(bufs) + j, rt).with_count(n * len(ks))
+            for j, (rt, ks) in enumerate(sorted(by_type.items()))}
+    layout = []
+    for rt, ks in sorted(by_type.items()):
+        for slot, k in enumerate(ks):
+            body.append(let(f"r{k}", results[k][2]))
+            body.append(store(outs[rt], var("i") + slot * n, var(f"r{k}")))
+            layout.append((results[k][0], rt, slot))
+    return Program.wrapped([*bufs, *outs.values()], 64, body), arrays, layout

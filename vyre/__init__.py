@@ -6,12 +6,13 @@ from .errors import (
     AutodiffError, CodegenError, DispatchError, InterpError, TunerError, ValidationError,
     VyreError, WireError,
 )
+from .driver.dispatch import Kernel, Launch, compile, dispatch
 from .ir import BufferAccess, BufferDecl, DataType, Program
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AutodiffError", "BufferAccess", "BufferDecl", "CodegenError", "DataType", "DispatchError",
-    "InterpError", "Program", "TunerError", "ValidationError", "VyreError", "WireError",
+    "InterpError", "Kernel", "Launch", "Program", "compile", "dispatch", "TunerError", "ValidationError", "VyreError", "WireError",
     "__version__", "ir",
 ]

@@ -56,15 +56,16 @@ class CudaTarget:
             case SubgroupBallot(c):
                 return [f"{{dest}} = uint32(cuda.ballot_sync({FULL_MASK}, {operand(c)}))"]
             case SubgroupShuffle(v, lane):
+                src = f"int32({operand(lane)} & uint32(31))"
                 if operand_type is DataType.BOOL:
-                    return [f"{{dest}} = cuda.shfl_sync({FULL_MASK}, uint32(1) if {operand(v)} else uint32(0), "
-                            f"{operand(lane)} & uint32(31)) != 0"]
-                return [f"{{dest}} = cuda.shfl_sync({FULL_MASK}, {operand(v)}, {operand(lane)} & uint32(31))"]
+                    return [f"{{dest}} = cuda.shfl_sync({FULL_MASK}, int32(1) if {operand(v)} else int32(0), "
+                            f"{src}) != 0"]
+                return [f"{{dest}} = {_shfl(operand_type, operand(v), src)}"]
             case SubgroupReduce(op, v):
                 acc = fresh("_sg")
                 lines = [f"{acc} = {operand(v)}"]
                 for off in (16, 8, 4, 2, 1):
-                    other = f"cuda.shfl_sync({FULL_MASK}, {acc}, _lane ^ uint32({off}))"
+                    other = _shfl(operand_type, acc, f"int32(_lane ^ uint32({off}))")
                     lines.append(f"{acc} = {_combine(op, operand_type, acc, other)}")
                 lines.append(f"{{dest}} = {acc}")
                 return lines
@@ -111,6 +112,13 @@ _SIM_MATH = [
     "    fmod=_np.fmod, nan=_np.nan, inf=_np.inf,",
     ")",
 ]
+
+
+def _shfl(t: DataType, value: str, lane: str) -> str:
+    # numba's shfl_sync takes signed ints and floats only: move u32 through its i32 bit pattern
+    if t is DataType.U32:
+        return f"uint32(cuda.shfl_sync({FULL_MASK}, int32({value}), {lane}))"
+    return f"cuda.shfl_sync({FULL_MASK}, {value}, {lane})"
 
 
 def _combine(op: BinOpKind, t: DataType, a: str, b: str) -> str:
