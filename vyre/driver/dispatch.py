@@ -176,6 +176,7 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
     if workgroup_size is None and (backend is not None or _ENV_BACKEND not in os.environ):
         hit = _by_identity.get((id(program), backend))
         if hit is not None and hit[0] is program:
+            _tune(hit[1], inputs, grid)
             return hit[1](inputs, grid=grid, return_device=return_device)
     if workgroup_size is not None:
         program = replace(program, workgroup_size=_grid3(workgroup_size))
@@ -193,4 +194,21 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
         if len(_by_identity) > 4096:
             _by_identity.clear()
         _by_identity[(id(program), backend)] = (program, k)
+    if workgroup_size is None:
+        _tune(k, inputs, grid)
     return k(inputs, grid=grid, return_device=return_device)
+
+
+_autotune: Any = None
+
+
+def _tune(k: Kernel, inputs: Mapping[str, Any], grid: Grid | None) -> None:
+    """The autotuner's hook: set a flat kernel's launch for this call (vyre.driver.autotune;
+    a dict lookup once the kernel and size class are tuned)."""
+    global _autotune
+    if k.flat and k.backend in ("cpu", "cuda"):
+        if _autotune is None:
+            from . import autotune
+
+            _autotune = autotune
+        k.launch = _autotune.launch_for(k, inputs, grid)

@@ -49,20 +49,27 @@ class CallableTimer(Generic[C]):
 @dataclass(frozen=True, slots=True)
 class PerfCounterTimer(Generic[C]):
     """CPU wall time: ``fn(candidate)`` runs ``warmup`` times untimed (compilation, caches), then
-    ``repeats`` timed runs; the result is the median of their ``perf_counter_ns`` durations."""
+    ``repeats`` timed runs; the result is the median of their ``perf_counter_ns`` durations.
+    ``setup(candidate)``, when given, runs before every run, outside the timed region (e.g. to
+    restore scratch buffers)."""
 
     fn: Callable[[C], object]
     warmup: int = 1
     repeats: int = 5
+    setup: Callable[[C], object] | None = None
 
     def __post_init__(self) -> None:
         _check_counts(self.warmup, self.repeats)
 
     def time_ns(self, candidate: C) -> float:
         for _ in range(self.warmup):
+            if self.setup is not None:
+                self.setup(candidate)
             self.fn(candidate)
         runs = []
         for _ in range(self.repeats):
+            if self.setup is not None:
+                self.setup(candidate)
             start = time.perf_counter_ns()
             self.fn(candidate)
             runs.append(time.perf_counter_ns() - start)
@@ -72,12 +79,14 @@ class PerfCounterTimer(Generic[C]):
 @dataclass(frozen=True, slots=True)
 class CudaEventTimer(Generic[C]):
     """GPU time between two CUDA events recorded around ``fn(candidate)`` on ``stream`` (default:
-    the default stream). ``fn`` must enqueue its launch on that stream. Median of ``repeats``."""
+    the default stream). ``fn`` must enqueue its launch on that stream. Median of ``repeats``.
+    ``setup(candidate)``, when given, is enqueued before each run's start event (not timed)."""
 
     fn: Callable[[C], object]
     warmup: int = 1
     repeats: int = 5
     stream: Any = None
+    setup: Callable[[C], object] | None = None
 
     def __post_init__(self) -> None:
         _check_counts(self.warmup, self.repeats)
@@ -87,10 +96,14 @@ class CudaEventTimer(Generic[C]):
 
         stream = self.stream if self.stream is not None else cuda.default_stream()
         for _ in range(self.warmup):
+            if self.setup is not None:
+                self.setup(candidate)
             self.fn(candidate)
         stream.synchronize()
         runs = []
         for _ in range(self.repeats):
+            if self.setup is not None:
+                self.setup(candidate)
             start, stop = cuda.event(), cuda.event()  # timing events by default
             start.record(stream)
             self.fn(candidate)

@@ -25,7 +25,7 @@ from ..errors import TunerError
 from ..settings import Mode, cache_root
 from .timers import BackendTimer, CallableTimer, CudaEventTimer, PerfCounterTimer, SafeTimer
 from .tuner_cache import (
-    MAX_TUNER_CACHE_BYTES, MAX_WORKGROUP_INVOCATIONS, StaticProgramShape, TunerCache,
+    MAX_LAUNCH_INVOCATIONS, MAX_TUNER_CACHE_BYTES, MAX_WORKGROUP_INVOCATIONS, StaticProgramShape, TunerCache,
     TunerCacheWarning, TunerProgramKey, WorkgroupSize, check_workgroup_size,
 )
 from .tuner_policy import (
@@ -36,7 +36,7 @@ from .tuner_policy import (
 )
 
 __all__ = [
-    "DEFAULT_1D_WORKGROUP_SIZE", "MAX_TUNER_CACHE_BYTES", "MAX_WORKGROUP_INVOCATIONS", "Q16_ONE",
+    "DEFAULT_1D_WORKGROUP_SIZE", "MAX_LAUNCH_INVOCATIONS", "MAX_TUNER_CACHE_BYTES", "MAX_WORKGROUP_INVOCATIONS", "Q16_ONE",
     "WORKGROUP_CANDIDATES", "ApplyFn", "BackendTimer", "CallableTimer", "CudaEventTimer",
     "DefaultPolicy", "ExhaustiveSearch", "FisherKind", "InvSqrtFn", "LatencyModel", "LatencyPrior",
     "Mode", "NaturalGradientPolicy", "NaturalGradientSearch", "NaturalGradientTuningError",
@@ -84,8 +84,9 @@ def adapter_file_stem(adapter_fp: str) -> str:
     return f"{cleaned[:_MAX_STEM]}-{digest}"
 
 
-def _as_size(candidate: int | Sequence[int]) -> WorkgroupSize:
-    return check_workgroup_size((candidate, 1, 1) if isinstance(candidate, int) else tuple(candidate))
+def _as_size(candidate: int | Sequence[int], max_invocations: int = MAX_WORKGROUP_INVOCATIONS) -> WorkgroupSize:
+    triple = (candidate, 1, 1) if isinstance(candidate, int) else tuple(candidate)
+    return check_workgroup_size(triple, max_invocations)
 
 
 def _finite_ns(t: float, candidate: object) -> float | None:
@@ -103,16 +104,20 @@ def _finite_ns(t: float, candidate: object) -> float | None:
 class Tuner:
     """Workgroup-size autotuner for one adapter: decisions in memory, persisted per adapter."""
 
-    def __init__(self, adapter_fp: str, mode: Mode, cache_path: str | Path | None = None) -> None:
+    def __init__(self, adapter_fp: str, mode: Mode, cache_path: str | Path | None = None, *,
+                 max_invocations: int = MAX_WORKGROUP_INVOCATIONS) -> None:
+        """``max_invocations`` bounds ``x * y * z`` of decisions (the seed's 1024 for workgroup
+        sizes; :data:`MAX_LAUNCH_INVOCATIONS` for the launch decisions of
+        :mod:`vyre.driver.autotune`, stored as ``[wg, ipt, 1]``)."""
         self._mode = mode
         self.cache_path = (
             Path(cache_path) if cache_path is not None else self.cache_path_for_adapter(adapter_fp)
         )
         try:
-            self.cache = TunerCache.load(self.cache_path)
+            self.cache = TunerCache.load(self.cache_path, max_invocations=max_invocations)
         except TunerError as e:  # the seed starts empty on an unreadable cache; we also say so
             warnings.warn(f"starting with an empty tuner cache: {e}", TunerCacheWarning, stacklevel=2)
-            self.cache = TunerCache()
+            self.cache = TunerCache(max_invocations=max_invocations)
 
     @staticmethod
     def cache_path_for_adapter(adapter_fp: str, root: Path | None = None) -> Path:
@@ -139,7 +144,7 @@ class Tuner:
 
     def record_decision(self, program_key: str | TunerProgramKey, size: int | Sequence[int]) -> None:
         """Record a decision in memory (``persist`` writes it)."""
-        self.cache.set(program_key, _as_size(size))
+        self.cache.set(program_key, _as_size(size, self.cache.max_invocations))
 
     def _measure(
         self, candidates: Iterable[int | Sequence[int]], timer: BackendTimer[WorkgroupSize]

@@ -30,12 +30,15 @@ import blake3
 from ..errors import TunerError
 
 __all__ = [
-    "MAX_TUNER_CACHE_BYTES", "MAX_WORKGROUP_INVOCATIONS", "StaticProgramShape", "TunerCache",
+    "MAX_LAUNCH_INVOCATIONS", "MAX_TUNER_CACHE_BYTES", "MAX_WORKGROUP_INVOCATIONS", "StaticProgramShape", "TunerCache",
     "TunerCacheWarning", "TunerProgramKey", "WorkgroupSize", "check_workgroup_size",
 ]
 
 MAX_TUNER_CACHE_BYTES = 4 * 1024 * 1024
 MAX_WORKGROUP_INVOCATIONS = 1024
+#: Limit for caches of flat-kernel launch decisions ``[wg, ipt, 1]`` (``vyre.driver.autotune``):
+#: ``wg <= 1024`` threads (or a 1024-invocation CPU unit) times ``ipt <= 4096``.
+MAX_LAUNCH_INVOCATIONS = 1024 * 4096
 _U32_MAX = 2**32 - 1
 _U64_MAX = 2**64 - 1
 
@@ -52,8 +55,8 @@ class HasFingerprint(Protocol):
     def fingerprint(self) -> bytes: ...
 
 
-def _problem_with_size(value: object) -> str | None:
-    """Why ``value`` is not a usable workgroup size, or None when it is."""
+def _problem_with_size(value: object, max_invocations: int = MAX_WORKGROUP_INVOCATIONS) -> str | None:
+    """Why ``value`` is not a usable workgroup size (at most ``max_invocations``), or None."""
     if not isinstance(value, (list, tuple)) or len(value) != 3:
         return f"expected 3 integers, found {value!r}"
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
@@ -61,18 +64,18 @@ def _problem_with_size(value: object) -> str | None:
     if not all(1 <= v <= _U32_MAX for v in value):
         return f"expected positive u32 axes, found {list(value)}"
     invocations = math.prod(value)
-    if invocations > MAX_WORKGROUP_INVOCATIONS:
-        return f"{list(value)} has {invocations} invocations, more than {MAX_WORKGROUP_INVOCATIONS}"
+    if invocations > max_invocations:
+        return f"{list(value)} has {invocations} invocations, more than {max_invocations}"
     return None
 
 
-def check_workgroup_size(value: object) -> WorkgroupSize:
+def check_workgroup_size(value: object, max_invocations: int = MAX_WORKGROUP_INVOCATIONS) -> WorkgroupSize:
     """Return ``value`` as a workgroup-size triple or raise :class:`TunerError`."""
-    problem = _problem_with_size(value)
+    problem = _problem_with_size(value, max_invocations)
     if problem is not None:
         raise TunerError(
             f"tuner decision is not a workgroup size: {problem}. "
-            f"Fix: record three positive integers whose product is at most {MAX_WORKGROUP_INVOCATIONS}."
+            f"Fix: record three positive integers whose product is at most {max_invocations}."
         )
     assert isinstance(value, (list, tuple))
     return (value[0], value[1], value[2])
@@ -209,12 +212,17 @@ def _read_bounded(path: Path) -> str | None:
 
 
 class TunerCache:
-    """Per-adapter decisions: key string -> workgroup size ``(x, y, z)``."""
+    """Per-adapter decisions: key string -> workgroup size ``(x, y, z)``.
 
-    __slots__ = ("entries",)
+    ``max_invocations`` bounds ``x * y * z`` of every entry (default: the seed's 1024; caches of
+    launch decisions use :data:`MAX_LAUNCH_INVOCATIONS`)."""
 
-    def __init__(self, entries: Mapping[str, WorkgroupSize] | None = None) -> None:
+    __slots__ = ("entries", "max_invocations")
+
+    def __init__(self, entries: Mapping[str, WorkgroupSize] | None = None, *,
+                 max_invocations: int = MAX_WORKGROUP_INVOCATIONS) -> None:
         self.entries: dict[str, WorkgroupSize] = {}
+        self.max_invocations = max_invocations
         for key, size in (entries or {}).items():
             self.set(key, size)
 
@@ -223,7 +231,7 @@ class TunerCache:
 
     def set(self, key: KeyLike, size: WorkgroupSize) -> None:
         """Record a decision; raises :class:`TunerError` for a size the loader would reject."""
-        self.entries[_key_str(key)] = check_workgroup_size(size)
+        self.entries[_key_str(key)] = check_workgroup_size(size, self.max_invocations)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -251,7 +259,8 @@ class TunerCache:
         )
 
     @staticmethod
-    def from_toml(text: str, source: str = "<string>") -> TunerCache:
+    def from_toml(text: str, source: str = "<string>", *,
+                  max_invocations: int = MAX_WORKGROUP_INVOCATIONS) -> TunerCache:
         """Parse a cache body; bad entries are skipped with one :class:`TunerCacheWarning`."""
         try:
             table = tomllib.loads(text)
@@ -260,10 +269,10 @@ class TunerCache:
                 f"tuner cache {source} is not valid TOML: {e}. Fix: delete the file; the tuner "
                 "re-measures and rewrites it."
             ) from e
-        cache = TunerCache()
+        cache = TunerCache(max_invocations=max_invocations)
         skipped: list[str] = []
         for key, value in table.items():
-            problem = _problem_with_size(value)
+            problem = _problem_with_size(value, max_invocations)
             if problem is None:
                 cache.entries[key] = (value[0], value[1], value[2])
             else:
@@ -282,12 +291,14 @@ class TunerCache:
     # -- files ---------------------------------------------------------------------------------
 
     @staticmethod
-    def load(path: str | os.PathLike[str]) -> TunerCache:
+    def load(path: str | os.PathLike[str], *, max_invocations: int = MAX_WORKGROUP_INVOCATIONS) -> TunerCache:
         """Load a cache file. A missing file is an empty cache; an oversized, non-UTF-8 or
         non-TOML file raises :class:`TunerError`."""
         p = Path(path)
         text = _read_bounded(p)
-        return TunerCache() if text is None else TunerCache.from_toml(text, str(p))
+        if text is None:
+            return TunerCache(max_invocations=max_invocations)
+        return TunerCache.from_toml(text, str(p), max_invocations=max_invocations)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Merge with the file on disk and replace it atomically, under an exclusive file lock.
@@ -305,12 +316,12 @@ class TunerCache:
             ) from e
         with _locked(p.with_name(p.name + ".lock")):
             try:
-                on_disk = TunerCache.load(p)
+                on_disk = TunerCache.load(p, max_invocations=self.max_invocations)
             except TunerError as e:
                 warnings.warn(f"replacing unreadable tuner cache: {e}", TunerCacheWarning, stacklevel=2)
-                on_disk = TunerCache()
+                on_disk = TunerCache(max_invocations=self.max_invocations)
             merged = {**on_disk.entries, **self.entries}
-            body = TunerCache._trusted(merged).to_toml().encode("utf-8")
+            body = TunerCache._trusted(merged, self.max_invocations).to_toml().encode("utf-8")
             if len(body) > MAX_TUNER_CACHE_BYTES:
                 raise TunerError(
                     f"tuner cache {p} would grow to {len(body)} bytes, over the "
@@ -320,8 +331,9 @@ class TunerCache:
             self.entries = merged
 
     @staticmethod
-    def _trusted(entries: dict[str, WorkgroupSize]) -> TunerCache:
-        cache = TunerCache()
+    def _trusted(entries: dict[str, WorkgroupSize],
+                 max_invocations: int = MAX_WORKGROUP_INVOCATIONS) -> TunerCache:
+        cache = TunerCache(max_invocations=max_invocations)
         cache.entries = entries
         return cache
 
