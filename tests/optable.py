@@ -135,9 +135,13 @@ def subgroup_table() -> tuple[Program, dict[str, np.ndarray], list[tuple[str, Da
     outs = {rt: output(f"out_{rt.short}", len(bufs) + j, rt).with_count(n * len(ks))
             for j, (rt, ks) in enumerate(sorted(by_type.items()))}
     layout = []
+    stores = []
     for rt, ks in sorted(by_type.items()):
         for slot, k in enumerate(ks):
             body.append(let(f"r{k}", results[k][2]))
-            body.append(store(outs[rt], var("i") + slot * n, var(f"r{k}")))
+            stores.append(store(outs[rt], var("i") + slot * n, var(f"r{k}")))
             layout.append((results[k][0], rt, slot))
+    # the default grid covers the longest output; invocations past n must not store (they would
+    # race with invocation i's later slots)
+    body.append(if_(var("i").lt(n), stores))
     return Program.wrapped([*bufs, *outs.values()], 64, body), arrays, layout
