@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.expr import (
-    Atomic, BinOp, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, Select, UnOp, Var, lit,
+    Atomic, BinOp, BufLen, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, Select, UnOp, Var,
+    lit,
 )
 from ..ir.functions import substitute
 from ..ir.node import Assign, If, Let, Loop, Node, Store
@@ -365,7 +366,7 @@ def _needs_marks(stmts: tuple[NStmt, ...], buf: str) -> bool:
 
 
 def grad(program: Program, outputs: list[str], inputs: list[str], *, accumulate: bool = True,
-         grid_1d: bool = True) -> Program:
+         grid_1d: bool = True, with_value: bool = False, unit_cotangent: bool = False) -> Program:
     """The backward (vector-Jacobian product) program of ``program``.
 
     Buffers: every forward buffer (read-only; bind it with its *pre-forward* contents), then for
@@ -381,6 +382,12 @@ def grad(program: Program, outputs: list[str], inputs: list[str], *, accumulate:
     says the grid will have more than one workgroup along y or z, so ``InvocationId(0)`` does not
     identify an invocation and every gradient is accumulated atomically.
 
+    Fusion options, for value-and-gradient in one pass: ``with_value=True`` keeps the forward's
+    stores in the backward (every buffer the forward writes is then written here too, with the
+    forward's values), so one dispatch yields the outputs and the gradients. ``unit_cotangent=True``
+    takes every cotangent to be 1 (the gradient of ``sum(output)``) and drops the ``grad_<out>``
+    buffers: a store the forward would drop (out of bounds) still gets cotangent 0.
+
     Raises :class:`vyre.errors.AutodiffError` (naming the statement and the fix) for programs it
     cannot differentiate exactly; see docs/autodiff.md."""
     program.validate()
@@ -392,7 +399,7 @@ def grad(program: Program, outputs: list[str], inputs: list[str], *, accumulate:
     stmts, types = to_normal_form(program, body, names)
     private_ok = grid_1d and program.workgroup_size[1:] == (1, 1)
     rev = _Reverse(program, stmts, dict(types), names, outs, ins, private_ok=private_ok)
-    entry: list[Node] = emit(stmts, names, stores=False)
+    entry: list[Node] = emit(stmts, names, stores=with_value)
     env = _Env()
     rev.block(stmts, env, entry)
     gid = InvocationId(0)
@@ -401,11 +408,14 @@ def grad(program: Program, outputs: list[str], inputs: list[str], *, accumulate:
         if b in rev.private and d is not None:
             g = GRAD_PREFIX + b
             entry.append(Store(g, gid, BinOp(BinOpKind.ADD, Load(g, gid), d) if accumulate else d))
-    buffers = [BufferDecl(b.name, b.binding, BufferAccess.UNIFORM if b.access is BufferAccess.UNIFORM
+    buffers = [b if with_value and b.access.writable else
+               BufferDecl(b.name, b.binding, BufferAccess.UNIFORM if b.access is BufferAccess.UNIFORM
                           else BufferAccess.READ_ONLY, b.element, b.count, False)
                for b in program.buffers]
     binding = max((b.binding for b in program.buffers), default=-1) + 1
     for name in outs:
+        if unit_cotangent:
+            continue
         d0 = program.buffer(name)
         buffers.append(BufferDecl(GRAD_PREFIX + name, binding, BufferAccess.READ_ONLY, d0.element, d0.count))
         binding += 1
@@ -420,8 +430,28 @@ def grad(program: Program, outputs: list[str], inputs: list[str], *, accumulate:
         buffers.append(BufferDecl(GRAD_PREFIX + name, binding, BufferAccess.READ_WRITE, d0.element,
                                   d0.count, is_output=True))
         binding += 1
-    result = Program(tuple(buffers), program.workgroup_size, eliminate_dead_code(tuple(entry)), ())
+    body_out = eliminate_dead_code(tuple(entry))
+    if unit_cotangent:
+        body_out = _unit_cotangents(body_out, program, outs)
+    result = Program(tuple(buffers), program.workgroup_size, body_out, ())
     return result.validate()
+
+
+def _unit_cotangents(body: tuple[Node, ...], program: Program, outs: list[str]) -> tuple[Node, ...]:
+    """Replace each cotangent load ``grad_<out>[i]`` by ``select(i < len(out), 1, 0)``."""
+    from ..ir.transform import map_exprs
+
+    loads = {GRAD_PREFIX + o: o for o in outs}
+
+    def rewrite(e: Expr) -> Expr:
+        if isinstance(e, Load) and e.buffer in loads:
+            out = loads[e.buffer]
+            t = program.buffer(out).element
+            one, zero = (LitF32(1.0), LitF32(0.0)) if t is DataType.F32 else (LitF64(1.0), LitF64(0.0))
+            return Select(BinOp(BinOpKind.LT, e.index, BufLen(out)), one, zero)
+        return e
+
+    return map_exprs(body, rewrite)
 
 
 __all__ = ["GRAD_PREFIX", "STORED_PREFIX", "grad"]

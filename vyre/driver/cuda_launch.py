@@ -57,7 +57,7 @@ def _device_view(decl: BufferDecl, obj: Any) -> Any:
 def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
                 return_device: bool | None) -> dict[str, Any]:
     fast = kernel._fast
-    if fast is not None and fast.matches(inputs, grid, kernel.launch, return_device):
+    if fast is not None and fast.launch is kernel.launch and fast.matches(inputs, grid, return_device):
         return fast()
     from numba import cuda
 
@@ -134,45 +134,43 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
 import ctypes  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
-_libcuda: Any = None
+_launch_fn: Any = None
 
 
-def _cuda_lib() -> Any:
-    global _libcuda
-    if _libcuda is None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        fn = lib.cuLaunchKernel
-        fn.argtypes = [ctypes.c_void_p, *([ctypes.c_uint] * 6), ctypes.c_uint, ctypes.c_void_p,
-                       ctypes.c_void_p, ctypes.c_void_p]
+def _cu_launch() -> Any:
+    """``cuLaunchKernel`` from libcuda, called with ready-made ctypes arguments (no conversion)."""
+    global _launch_fn
+    if _launch_fn is None:
+        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
         fn.restype = ctypes.c_int
-        _libcuda = lib
-    return _libcuda
+        _launch_fn = fn
+    return _launch_fn
 
 
 @dataclass(eq=False)
 class FastLaunch:
     """A launch of one kernel over fixed device arrays, ready to repeat."""
 
-    objs: tuple[tuple[str, Any], ...]
+    names: tuple[str, ...]
+    objs: tuple[Any, ...]
     grid: Any
     launch: Any
     return_device: bool | None
     result: dict[str, Any]
-    fptr: int
-    dims: tuple[int, int, int, int, int, int]
-    vals: Any
-    ptrs: Any
+    args: tuple[Any, ...]
+    keep: Any  # the packed values the argument pointers point into
 
-    def matches(self, inputs: Mapping[str, Any], grid: Any, launch: Any, return_device: bool | None) -> bool:
-        if grid != self.grid or launch is not self.launch or return_device != self.return_device:
+    def matches(self, inputs: Mapping[str, Any], grid: Any, return_device: bool | None) -> bool:
+        if grid != self.grid or return_device != self.return_device or len(inputs) != len(self.objs):
             return False
-        if len(inputs) != len(self.objs):
-            return False
-        return all(inputs.get(name) is obj for name, obj in self.objs)
+        get = inputs.get
+        for name, obj in zip(self.names, self.objs):
+            if get(name) is not obj:
+                return False
+        return True
 
     def __call__(self) -> dict[str, Any]:
-        gx, gy, gz, bx, by, bz = self.dims
-        err = _libcuda.cuLaunchKernel(self.fptr, gx, gy, gz, bx, by, bz, 0, None, self.ptrs, None)
+        err = _launch_fn(*self.args)
         if err != 0:
             raise DispatchError(f"cuLaunchKernel failed with CUDA error {err}. Fix: check the device "
                                 "state (a previous kernel may have faulted) and the launch shape")
@@ -207,13 +205,15 @@ def make_fast_launch(kernel: Kernel, inputs: Mapping[str, Any], dev_args: list[A
         err, func = cu.cuKernelGetFunction(handle)
         if int(err) != 0:
             return None
-        lib = _cuda_lib()
-        del lib
-    except Exception:
+        _cu_launch()
+    except Exception:  # no libcuda / bindings: numba's own launch keeps working
         return None
     vals_list = _packed_values(dev_args, scalars)
     vals = (ctypes.c_int64 * len(vals_list))(*vals_list)
     base = ctypes.addressof(vals)
     ptrs = (ctypes.c_void_p * len(vals_list))(*[base + 8 * i for i in range(len(vals_list))])
-    return FastLaunch(tuple(inputs.items()), grid, kernel.launch, return_device, result, int(func),
-                      (*griddim, *blockdim), vals, ptrs)
+    u = ctypes.c_uint
+    args = (ctypes.c_void_p(int(func)), *(u(v) for v in (*griddim, *blockdim)), u(0), ctypes.c_void_p(None),
+            ptrs, ctypes.c_void_p(None))
+    return FastLaunch(tuple(inputs), tuple(inputs.values()), grid, kernel.launch, return_device, result,
+                      args, (vals, ptrs))
