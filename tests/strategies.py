@@ -9,8 +9,8 @@ Valid programs (well typed, docs/semantics.md placement rules, race free)::
 What the generated programs guarantee, so backends can be compared:
 
 * Race free. Invocation ``i`` stores only to ``out_<t>[i]`` (``i`` = ``InvocationId(0)``; the grid and
-  workgroups are 1-D) and loads only inputs, its own output elements and workgroup slots behind a
-  barrier. Atomics touch only ``acc_<t>`` buffers, whose results are never read: add/min/max/and/or/xor
+  workgroups are 1-D; some outputs are WRITE_ONLY) and loads only inputs, its own output elements and
+  workgroup slots behind a barrier. Atomics touch only ``acc_<t>`` buffers, whose results are never read: add/min/max/and/or/xor
   on integers, and add of small integer-valued floats, so any order gives the same bits.
 * Integer and bool results are bit-identical on every conforming backend. A float value only flows
   into an int/bool (casts, comparisons, ``is_nan``...) or into a rounding op (floor, sign, fmod...)
@@ -29,6 +29,8 @@ expression and statement variant, for the wire format and other structure-only c
 
 from __future__ import annotations
 
+# Packed imports, as in the IR core.
+# isort: off
 import enum
 import functools
 from collections.abc import Sequence
@@ -39,53 +41,14 @@ import numpy as np
 from hypothesis import strategies as st
 
 from vyre.ir import (
-    BINOP_RULES,
-    SUBGROUP_REDUCE_OPS,
-    UNOP_RULES,
-    Assign,
-    Atomic,
-    AtomicOp,
-    Barrier,
-    BinOp,
-    BinOpKind,
-    Block,
-    BufferAccess,
-    BufferDecl,
-    BufLen,
-    Call,
-    Cast,
-    DataType,
-    Expr,
-    Fma,
-    FunctionDef,
-    If,
-    InvocationId,
-    Let,
-    LitBool,
-    LitF32,
-    LitF64,
-    LitI32,
-    LitU32,
-    Load,
-    LocalId,
-    Loop,
-    Node,
-    Program,
-    Region,
-    Return,
-    Select,
-    Store,
-    SubgroupBallot,
-    SubgroupLocalId,
-    SubgroupReduce,
-    SubgroupShuffle,
-    SubgroupSize,
-    UnOp,
-    UnOpKind,
-    Var,
-    WorkgroupId,
+    BINOP_RULES, SUBGROUP_REDUCE_OPS, UNOP_RULES, Assign, Atomic, AtomicOp, Barrier, BinOp,
+    BinOpKind, Block, BufferAccess, BufferDecl, BufLen, Call, Cast, DataType, Expr, Fma,
+    FunctionDef, If, InvocationId, Let, LitBool, LitF32, LitF64, LitI32, LitU32, Load, LocalId,
+    Loop, Node, Program, Region, Return, Select, Store, SubgroupBallot, SubgroupLocalId,
+    SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, UnOpKind, Var, WorkgroupId,
 )
 from vyre.ir.expr import I32_MAX, I32_MIN, U32_MAX, lit
+# isort: on
 
 B, I, U, F, D = DataType.BOOL, DataType.I32, DataType.U32, DataType.F32, DataType.F64
 ALL_DTYPES: tuple[DataType, ...] = (B, I, U, F, D)
@@ -276,7 +239,7 @@ class _Builder:
         src, out = self.buf("in", t), self.buf("out", t)
         if src:
             opts += ["load", "load"]
-        if out and not (t.is_float and (det or no_prod)):
+        if out and self.buffers[out].access.readable and not (t.is_float and (det or no_prod)):
             opts.append("own")
         if t is U:
             opts += ["buflen", "id"] + (["uniform"] if "params" in self.buffers else [])
@@ -509,7 +472,8 @@ def _declare(cfg: Config, draw: Any, wg: int) -> dict[str, BufferDecl]:
     for t in cfg.dtypes:
         decls.append(BufferDecl.read(f"in_{t.short}", 0, t))
     for t in cfg.dtypes:
-        decls.append(BufferDecl.output(f"out_{t.short}", 0, t))
+        access = BufferAccess.WRITE_ONLY if draw(_below(4)) == 3 else BufferAccess.READ_WRITE
+        decls.append(BufferDecl(f"out_{t.short}", 0, access, t, is_output=True))
     if cfg.allow_atomics:
         for t in num:
             decls.append(BufferDecl(f"acc_{t.short}", 0, BufferAccess.READ_WRITE, t, is_output=True))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import random
 import struct
+import sys
 import time
 
 import blake3
@@ -251,6 +253,19 @@ def test_deep_statement_nesting_is_rejected_without_recursion() -> None:
     assert from_wire(ok).entry
     reject(frame(body_with(block * 64 + bytes([NodeTag.RETURN]))), "statements nest deeper than 64")
     reject(frame(body_with(block * 300_000 + bytes([NodeTag.RETURN]))), "depth limit")
+
+
+def test_deepest_legal_nesting_decodes_within_a_modest_recursion_limit() -> None:
+    neg = bytes([ExprTag.UN_OP, UnOpKind.NEGATE])
+    block = bytes([NodeTag.BLOCK]) + u32(1)
+    data = frame(body_with(block * 63 + let(neg * 127 + LIT_U32)))
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 700)
+    try:
+        p = from_wire(data)
+    finally:
+        sys.setrecursionlimit(old)
+    assert to_wire(p) == data  # the encoder is iterative, so no limit applies to it
 
 
 def test_node_count_limit() -> None:

@@ -28,6 +28,8 @@ representable program, however large, has a fingerprint.
 
 from __future__ import annotations
 
+# Packed imports, as in the IR core.
+# isort: off
 import enum
 import struct
 from collections.abc import Callable, Sequence
@@ -37,37 +39,15 @@ import blake3
 
 from ..errors import WireError
 from .expr import (
-    Atomic,
-    BinOp,
-    BufLen,
-    Call,
-    Cast,
-    Expr,
-    Fma,
-    FunctionDef,
-    InvocationId,
-    LitBool,
-    LitF32,
-    LitF64,
-    LitI32,
-    LitU32,
-    Load,
-    LocalId,
-    Select,
-    SubgroupBallot,
-    SubgroupLocalId,
-    SubgroupReduce,
-    SubgroupShuffle,
-    SubgroupSize,
-    UnOp,
-    Var,
-    WorkgroupId,
-    children,
+    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, FunctionDef, InvocationId, LitBool, LitF32,
+    LitF64, LitI32, LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce,
+    SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, children,
 )
 from .node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from .ops import AtomicOp, BinOpKind, UnOpKind
 from .program import BufferAccess, BufferDecl, Program
 from .types import DataType
+# isort: on
 
 MAGIC = b"VYRE"
 VERSION = 1
@@ -155,7 +135,6 @@ _ENUMS: dict[type[enum.IntEnum], dict[int, enum.IntEnum]] = {
 }
 _E = TypeVar("_E", bound=enum.IntEnum)
 
-_u8 = struct.Struct("<B")
 _u16 = struct.Struct("<H")
 _u32 = struct.Struct("<I")
 _i32 = struct.Struct("<i")
@@ -170,7 +149,11 @@ def _err(what: str, fix: str, offset: int | None = None) -> WireError:
     return e
 
 
-_FIX_ENCODE = "make the program representable (see docs of vyre.ir.wire) or split it"
+def describe(x: object) -> str:
+    return f"a {type(x).__name__} ({x!r:.60})"
+
+
+_FIX_ENCODE = "build the program from vyre.ir objects with in-range fields (see vyre.ir.wire's docs)"
 _FIX_DECODE = "pass bytes produced by Program.to_wire() of a compatible vyre version, unmodified"
 
 
@@ -185,10 +168,6 @@ class _Encoder:
         self.out = bytearray()
         self.limits = limits
         self.nodes = 0
-
-    def u8(self, v: int, what: str) -> None:
-        self.uint(v, 0xFF, what)
-        self.out += _u8.pack(v)
 
     def u32(self, v: int, what: str) -> None:
         self.uint(v, 0xFFFFFFFF, what)
@@ -243,7 +222,7 @@ class _Encoder:
         """The tag and fixed fields of ``e`` (children follow, written by :meth:`expr`)."""
         tag = EXPR_TAGS.get(type(e))
         if tag is None:
-            raise TypeError(f"not a vyre expression: {e!r}")
+            raise _err(f"cannot encode {describe(e)}: expected a vyre expression", _FIX_ENCODE)
         self.out.append(tag)
         match e:
             case LitBool(v):
@@ -303,7 +282,7 @@ class _Encoder:
         """Write the tag, fixed fields and expressions of ``n``; return its statement lists."""
         tag = NODE_TAGS.get(type(n))
         if tag is None:
-            raise TypeError(f"not a vyre node: {n!r}")
+            raise _err(f"cannot encode {describe(n)}: expected a vyre statement", _FIX_ENCODE)
         self.out.append(tag)
         match n:
             case Let(name, v) | Assign(name, v):
@@ -353,7 +332,7 @@ class _Encoder:
 
 def _encode_body(p: Program, *, canonical: bool, limits: bool) -> bytes:
     if not isinstance(p, Program):
-        raise TypeError(f"expected a vyre Program, got {type(p).__name__}")
+        raise _err(f"cannot encode {describe(p)}: expected a vyre Program", "build one with Program(...)")
     enc = _Encoder(limits)
 
     def piece(item: BufferDecl | FunctionDef) -> bytes:
@@ -434,11 +413,14 @@ class _Decoder:
         self.pos += 1
         return v
 
-    def u32(self, what: str) -> int:
-        self.need(4, what)
-        v: int = _u32.unpack_from(self.buf, self.pos)[0]
-        self.pos += 4
+    def fixed(self, fmt: struct.Struct, what: str) -> int:
+        self.need(fmt.size, what)
+        v: int = fmt.unpack_from(self.buf, self.pos)[0]
+        self.pos += fmt.size
         return v
+
+    def u32(self, what: str) -> int:
+        return self.fixed(_u32, what)
 
     def flag(self, what: str) -> bool:
         v = self.u8(what)
@@ -507,7 +489,10 @@ class _Decoder:
 
     def node_list(self, depth: int) -> tuple[Node, ...]:
         n = self.count_items("statement", 1)
-        return tuple(self.node(depth) for _ in range(n))
+        out = []
+        for _ in range(n):  # a loop, not a generator: one Python frame fewer per nesting level
+            out.append(self.node(depth))
+        return tuple(out)
 
     def node(self, depth: int) -> Node:
         if depth > MAX_STMT_DEPTH:
@@ -553,20 +538,6 @@ class _Decoder:
         return Program(buffers, wg, entry, functions)
 
 
-def _d_lit_i32(d: _Decoder, depth: int) -> Expr:
-    d.need(4, "LitI32 value")
-    v: int = _i32.unpack_from(d.buf, d.pos)[0]
-    d.pos += 4
-    return LitI32(v)
-
-
-def _d_lit_f64(d: _Decoder, depth: int) -> Expr:
-    d.need(8, "LitF64 bits")
-    v: int = _u64.unpack_from(d.buf, d.pos)[0]
-    d.pos += 8
-    return LitF64(bits=v)
-
-
 def _d_atomic(d: _Decoder, depth: int) -> Expr:
     op = d.enum(AtomicOp, "atomic op")
     buf = d.ident("buffer name")
@@ -584,10 +555,10 @@ def _d_call(d: _Decoder, depth: int) -> Expr:
 _ExprDecoder = Callable[[_Decoder, int], Expr]
 _EXPR_DECODERS: dict[ExprTag, _ExprDecoder] = {
     ExprTag.LIT_BOOL: lambda d, k: LitBool(d.flag("LitBool value")),
-    ExprTag.LIT_I32: _d_lit_i32,
+    ExprTag.LIT_I32: lambda d, k: LitI32(d.fixed(_i32, "LitI32 value")),
     ExprTag.LIT_U32: lambda d, k: LitU32(d.u32("LitU32 value")),
     ExprTag.LIT_F32: lambda d, k: LitF32(bits=d.u32("LitF32 bits")),
-    ExprTag.LIT_F64: _d_lit_f64,
+    ExprTag.LIT_F64: lambda d, k: LitF64(bits=d.fixed(_u64, "LitF64 bits")),
     ExprTag.VAR: lambda d, k: Var(d.ident("variable name")),
     ExprTag.LOAD: lambda d, k: Load(d.ident("buffer name"), d.expr(k + 1)),
     ExprTag.BUF_LEN: lambda d, k: BufLen(d.ident("buffer name")),
