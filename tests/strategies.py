@@ -10,8 +10,9 @@ What the generated programs guarantee, so backends can be compared:
 
 * Race free. Invocation ``i`` stores only to ``out_<t>[i]`` (``i`` = ``InvocationId(0)``; the grid and
   workgroups are 1-D; some outputs are WRITE_ONLY) and loads only inputs, its own output elements and
-  workgroup slots behind a barrier. Atomics touch only ``acc_<t>`` buffers, whose results are never read: add/min/max/and/or/xor
-  on integers, and add of small integer-valued floats, so any order gives the same bits.
+  workgroup slots behind a barrier. Atomics touch only ``acc_<t>`` buffers, and their results are
+  never read: add/min/max/and/or/xor on integers, and add of small integer-valued floats, so any
+  order gives the same bits.
 * Integer and bool results are bit-identical on every conforming backend. A float value only flows
   into an int/bool (casts, comparisons, ``is_nan``...) or into a rounding op (floor, sign, fmod...)
   when it is *deterministic*: computed from inputs and literals by correctly rounded operations that

@@ -78,7 +78,7 @@ def test_strategy_functions_are_valid() -> None:
 @pytest.mark.parametrize("flags", FLAGS, ids=["-".join(str(k) for k in f) or "default" for f in FLAGS])
 def test_generated_programs_are_valid_and_race_free(flags: dict[str, Any]) -> None:
     # 8 per flag set under the ci profile; scales up with deeper profiles.
-    @settings(max_examples=max(8, settings.default.max_examples // 3))
+    @settings(max_examples=max(8, _profile_examples() // 3))
     @given(program_and_inputs(**flags))
     def check(pig: tuple[Program, dict[str, np.ndarray], tuple[int, int, int]]) -> None:
         p, arrays, grid = pig
@@ -97,6 +97,11 @@ def test_generated_programs_are_valid_and_race_free(flags: dict[str, Any]) -> No
         interp.run(p, {k: v.copy() for k, v in arrays.items()}, grid, max_steps=2_000_000)
 
     check()
+
+
+def _profile_examples() -> int:
+    current = settings.default
+    return current.max_examples if current is not None else 20
 
 
 def check_race_free(p: Program) -> None:
