@@ -287,7 +287,8 @@ def autodiff():
             ("jax.jit(jax.grad) (wall)", t_jg), ("jax.jit(jax.value_and_grad) (wall)", t_jvg)]
     for name, t in rows:
         print(f"| {name} | {t * 1e3:.3f} | {t / t_fvg:.2f}x |")
-    print(f"\nbackward kernel: {5 * 4 * n / 1e9 / t_bwd:.0f} GB/s achieved (reads x, y, grad_out; writes grad_x, grad_y);"
+    print(f"\nbackward kernel: {5 * 4 * n / 1e9 / t_bwd:.0f} GB/s achieved"
+          " (reads x, y, grad_out; writes grad_x, grad_y);"
           f" backward/forward time ratio {t_bwd / t_fwd:.2f}; max rel error {err:.2e};"
           f" the 16n bytes a gradient must move take {moved:.2f} GB")
     RESULTS["autodiff_ms"] = {name: t * 1e3 for name, t in rows}

@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AutodiffError", "BufferAccess", "BufferDecl", "CodegenError", "DataType", "DispatchError",
-    "InterpError", "Kernel", "Launch", "Program", "compile", "dispatch", "TunerError", "ValidationError", "VyreError", "WireError",
+    "InterpError", "Kernel", "Launch", "Program", "TunerError", "ValidationError", "VyreError", "WireError",
+    "compile", "dispatch",
     "__version__", "ir",
 ]

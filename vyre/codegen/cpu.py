@@ -162,7 +162,8 @@ class _Lockstep:
     def subgroup(self, n: Let, scope: dict[str, Binding], indent: int) -> None:
         em = self.em
         v = n.value
-        operand = v.cond if isinstance(v, SubgroupBallot) else v.value  # type: ignore[union-attr]
+        assert isinstance(v, (SubgroupBallot, SubgroupShuffle, SubgroupReduce))
+        operand: Expr = v.cond if isinstance(v, SubgroupBallot) else v.value
         t = em.type_of(v, scope)
         ot = em.type_of(operand, scope)
         op_name = em.fresh("_sgop")
@@ -302,8 +303,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
             out += ids_em.lines + seg + ["    return False", "", ""]
         lane_args = lane_params or "_none"
         wg_body = ["_none = np.zeros(1, np.uint8)"] if not lane_params else []
-        wg_body += [f"{a} = np.zeros({program.workgroup_invocations}, np.{CTOR[t] if t is not DataType.BOOL else 'bool_'})"
-                    for a, t in ls.lane_arrays]
+        wg_body += [f"{a} = np.zeros({program.workgroup_invocations}, np.{_np_name(t)})" for a, t in ls.lane_arrays]
         wg_body += [line[4:].replace("{LANE}", lane_args) for line in body]
     out.append(f"@{njit}")
     out.append(f"def _vy_workgroup(_w, _gx, _gy{', ' if storage_params else ''}{storage_params}):")

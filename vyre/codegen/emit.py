@@ -57,12 +57,12 @@ def literal(e: Expr) -> str:
             return f"uint32({v})"
         case LitF32() | LitF64():
             ctor = "float32" if isinstance(e, LitF32) else "float64"
-            v = e.value
-            if math.isnan(v):
+            fv = e.value
+            if math.isnan(fv):
                 return f"{ctor}(math.nan)"
-            if math.isinf(v):
-                return f"{ctor}({'-' if v < 0 else ''}math.inf)"
-            return f"{ctor}({v!r})"
+            if math.isinf(fv):
+                return f"{ctor}({'-' if fv < 0 else ''}math.inf)"
+            return f"{ctor}({fv!r})"
         case _:
             raise TypeError(f"not a literal: {e!r}")
 

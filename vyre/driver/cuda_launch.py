@@ -102,7 +102,8 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
         n = g[0] * program.workgroup_size[0]
         la = kernel.launch or kernel.default_launch(n)
         blocks = max(1, -(-n // (la.wg * la.ipt)))
-        griddim, blockdim, scalars = (blocks, 1, 1), (la.wg, 1, 1), (n, la.ipt)
+        griddim, blockdim = (blocks, 1, 1), (la.wg, 1, 1)
+        scalars: tuple[int, ...] = (n, la.ipt)
     else:
         griddim, blockdim, scalars = g, program.workgroup_size, ()
     kernel._fn[griddim, blockdim](*dev_args, *scalars)
@@ -164,7 +165,7 @@ class FastLaunch:
         if grid != self.grid or return_device != self.return_device or len(inputs) != len(self.objs):
             return False
         get = inputs.get
-        for name, obj in zip(self.names, self.objs):
+        for name, obj in zip(self.names, self.objs, strict=True):
             if get(name) is not obj:
                 return False
         return True

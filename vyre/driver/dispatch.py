@@ -29,12 +29,11 @@ def _grid3(grid: Grid) -> tuple[int, int, int]:
     g = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
     if not 1 <= len(g) <= 3 or not all(isinstance(v, (int, np.integer)) for v in g):
         raise DispatchError(f"grid must be an int or 1-3 ints, got {grid!r}. Fix: pass e.g. grid=(16, 1, 1)")
-    g3 = (*(int(v) for v in g), 1, 1)[:3]
-    if any(v < 1 or v > 2**31 - 1 for v in g3):
-        raise DispatchError(f"grid {g3} has a dimension outside [1, 2^31-1]. Fix: pass positive workgroup counts")
-    if g3[0] * g3[1] * g3[2] * 1024 >= 2**32 * 1024:
-        raise DispatchError(f"grid {g3} launches more than 2^32 workgroups. Fix: split the dispatch")
-    return g3
+    gx, gy, gz = (*(int(v) for v in g), 1, 1)[:3]
+    if any(v < 1 or v > 2**31 - 1 for v in (gx, gy, gz)):
+        raise DispatchError(f"grid {(gx, gy, gz)} has a dimension outside [1, 2^31-1]. "
+                            "Fix: pass positive workgroup counts")
+    return gx, gy, gz
 
 
 def _versions(backend: str) -> list[str]:
@@ -134,14 +133,15 @@ def compile(program: Program, backend: str | None = None, *, parallel: bool = Tr
 
     Compiled kernels are cached in memory and on disk (see :mod:`vyre.driver.cache`)."""
     if not isinstance(program, Program):
-        raise DispatchError(f"expected a vyre Program, got {type(program).__name__}. Fix: build one with Program.wrapped(...)")
+        raise DispatchError(f"expected a vyre Program, got {type(program).__name__}. "
+                            "Fix: build one with Program.wrapped(...)")
     b = check_backend(backend) if backend is not None else default_backend()
     program.validate()
     t0 = time.perf_counter()
     if b == "interp":
         return Kernel(program, b, None, program.fingerprint().hex(), True, 0.0)
     opts = f"parallel={parallel}" if b == "cpu" else ""
-    parts = [program.fingerprint(), b, opts, *_versions(b)]
+    parts: list[str | bytes] = [program.fingerprint(), b, opts, *_versions(b)]
     if b == "cuda":
         from .cuda_launch import compute_capability
 
@@ -194,10 +194,12 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
     if isinstance(program, Program):
         check_names(program, list(inputs))
     b = check_backend(backend) if backend is not None else default_backend()
-    k = _kernels.get((program.fingerprint(), b, program.workgroup_size)) if isinstance(program, Program) else None
-    if k is None:
+    found = _kernels.get((program.fingerprint(), b, program.workgroup_size)) if isinstance(program, Program) else None
+    if found is None:
         k = compile(program, b)
         _kernels[(program.fingerprint(), b, program.workgroup_size)] = k
+    else:
+        k = found
     if workgroup_size is None and isinstance(program, Program):
         if len(_by_identity) > 4096:
             _by_identity.clear()

@@ -130,7 +130,8 @@ class LitF32(_ExprOps):
     def __init__(self, value: float | None = None, *, bits: int | None = None) -> None:
         if (value is None) == (bits is None):
             raise TypeError("LitF32 takes exactly one of value or bits=")
-        b = f32_bits(float(value)) if bits is None else bits
+        b = f32_bits(float(value)) if value is not None else bits
+        assert b is not None
         if not 0 <= b <= 0xFFFFFFFF:
             raise ValueError(f"LitF32 bits {b:#x} do not fit in 32 bits")
         object.__setattr__(self, "bits", b)
@@ -149,7 +150,8 @@ class LitF64(_ExprOps):
     def __init__(self, value: float | None = None, *, bits: int | None = None) -> None:
         if (value is None) == (bits is None):
             raise TypeError("LitF64 takes exactly one of value or bits=")
-        b = f64_bits(float(value)) if bits is None else bits
+        b = f64_bits(float(value)) if value is not None else bits
+        assert b is not None
         if not 0 <= b <= 0xFFFFFFFFFFFFFFFF:
             raise ValueError(f"LitF64 bits {b:#x} do not fit in 64 bits")
         object.__setattr__(self, "bits", b)
