@@ -19,6 +19,7 @@ import numpy as np
 import vyre
 from vyre.autodiff import grad
 from vyre.examples import fused_chain
+from vyre.ir import F32, Program, buflen, gid, if_, let, output, read, store, var
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,6 +42,19 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def polynomial_chain() -> Program:
+    """``out = ((0.5 x + y) x - y^2) / 4 + x``: arithmetic only (no transcendentals)."""
+    xb, yb, ob = read("x", 0, F32), read("y", 1, F32), output("out", 2, F32)
+    i = var("i")
+    return Program.wrapped([xb, yb, ob], 256, [
+        let("i", gid()),
+        if_(i.lt(buflen(ob)), [
+            let("a", xb[i]), let("b", yb[i]),
+            store(ob, i, ((var("a") * 0.5 + var("b")) * var("a") - var("b") * var("b")) * 0.25 + var("a")),
+        ]),
+    ])
 
 
 def main() -> None:
@@ -74,6 +88,11 @@ def main() -> None:
         return val, ex * y + sx + x * np.cos(x), ex
 
     t_npvg = median_time(numpy_vg)
+    poly = polynomial_chain()
+    pio = {"x": x, "y": y, "out": out}
+    vyre.dispatch(poly, pio, backend="cpu")
+    t_poly = median_time(lambda: vyre.dispatch(poly, pio, backend="cpu"))
+    t_npoly = median_time(lambda: ((x * 0.5 + y) * x - y * y) * 0.25 + x)
     small = {"x": x[:1024].copy(), "y": y[:1024].copy(), "out": np.empty(1024, np.float32)}
     vyre.dispatch(prog, small, backend="cpu")
     t_small = median_time(lambda: vyre.dispatch(prog, small, backend="cpu"), reps=2000)
@@ -89,6 +108,8 @@ def main() -> None:
         "|---|---|---|",
         f"| vyre cpu: fused chain exp(x)*y+sin(x)*x | {t_vyre * 1e3:.2f} | {t_np / t_vyre:.2f}x faster |",
         f"| numpy: same chain (4 temporaries) | {t_np * 1e3:.2f} | 1.00x |",
+        f"| vyre cpu: arithmetic chain ((0.5x+y)x - y^2)/4 + x | {t_poly * 1e3:.2f} | {t_npoly / t_poly:.2f}x faster |",
+        f"| numpy: same arithmetic chain | {t_npoly * 1e3:.2f} | 1.00x |",
         f"| vyre cpu: fused value+grad kernel + sum | {t_vg * 1e3:.2f} | {t_npvg / t_vg:.2f}x faster |",
         f"| numpy: value and hand-written gradient | {t_npvg * 1e3:.2f} | 1.00x |",
         f"| vyre.dispatch of a cached CPU kernel, 1024 elements (overhead) | {t_small * 1e3:.4f} | |",

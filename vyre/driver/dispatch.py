@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -92,9 +93,13 @@ class Kernel:
         """The default grid for buffers of these lengths (covers the largest output)."""
         return default_grid(self.program, lengths)
 
-    @property
+    @functools.cached_property
+    def storage(self) -> list[BufferDecl]:
+        return storage_buffers(self.program)
+
+    @functools.cached_property
     def writable(self) -> list[BufferDecl]:
-        return [b for b in storage_buffers(self.program) if b.access.writable]
+        return [b for b in self.storage if b.access.writable]
 
     def __call__(self, inputs: Mapping[str, Any], *, grid: Grid | None = None,
                  return_device: bool | None = None) -> dict[str, Any]:
@@ -114,9 +119,9 @@ class Kernel:
                                     "Fix: pass grid=(n_workgroups,)")
             n = g[0] * self.program.workgroup_size[0]
             la = self.launch or self.default_launch(n)
-            self._fn(*(arrays[b.name] for b in storage_buffers(self.program)), n, la.wg * la.ipt)
+            self._fn(*(arrays[b.name] for b in self.storage), n, la.wg * la.ipt)
         else:
-            self._fn(*(arrays[b.name] for b in storage_buffers(self.program)), *g)
+            self._fn(*(arrays[b.name] for b in self.storage), *g)
         return {b.name: _shaped(inputs.get(b.name), arrays[b.name]) for b in self.writable}
 
 
