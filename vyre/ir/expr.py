@@ -369,7 +369,16 @@ def walk(e: Expr) -> Iterator[Expr]:
 
 
 def static_type(e: Expr) -> DataType | None:
-    """The type of ``e`` when it can be seen without a program (no Var, Load, Call typing)."""
+    """The type of ``e`` when it can be seen without a program (no Var, Load, Call typing).
+
+    Used for literal coercion only, so a tree too deep to inspect simply has no static type."""
+    try:
+        return _static_type(e)
+    except RecursionError:
+        return None
+
+
+def _static_type(e: Expr) -> DataType | None:
     match e:
         case LitBool():
             return DataType.BOOL
@@ -386,21 +395,21 @@ def static_type(e: Expr) -> DataType | None:
         case Cast(target, _):
             return target
         case BinOp(op, left, right):
-            t = static_type(left) or static_type(right)
+            t = _static_type(left) or _static_type(right)
             if t is None:
                 return None
             rule = BINOP_RULES[op]
             return rule.result_for(t) if t in rule.operands else None
         case UnOp(op, operand):
-            t = static_type(operand)
+            t = _static_type(operand)
             if t is None:
                 return None
             rule = UNOP_RULES[op]
             return rule.result_for(t) if t in rule.operands else None
         case Select(_, a, b) | Fma(a, b, _):
-            return static_type(a) or static_type(b)
+            return _static_type(a) or _static_type(b)
         case SubgroupShuffle(v, _) | SubgroupReduce(_, v):
-            return static_type(v)
+            return _static_type(v)
         case Var() | Load() | Atomic() | Call():
             return None
         case _:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from .expr import (
     Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, FunctionDef, InvocationId, LitBool, LitF32,
     LitF64, LitI32, LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId,
-    SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, walk,
+    SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, children,
 )
 from .node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store, node_exprs, walk_nodes
 
@@ -37,18 +37,38 @@ def registered(op_id: str) -> FunctionDef | None:
         return _registry.get(op_id)
 
 
-def _calls_in(e: Expr) -> list[str]:
-    return [x.op_id for x in walk(e) if isinstance(x, Call)]
+def _calls_in(e: Expr, seen: set[int] | None = None) -> list[str]:
+    """op_ids of the calls in ``e``; shared sub-expressions are visited once (a DAG built by
+    reusing a Python object would otherwise be walked exponentially often)."""
+    seen = set() if seen is None else seen
+    out: list[str] = []
+    stack: list[Expr] = [e]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Call):
+            out.append(x.op_id)
+        try:
+            stack.extend(children(x))
+        except TypeError:
+            continue  # not an expression: validation reports it
+    return out
 
 
 def functions_for(body: tuple[Node, ...]) -> tuple[FunctionDef, ...]:
     """Registered functions the calls in ``body`` name, transitively, sorted by op_id.
 
-    Unregistered names are left out; validation then reports them."""
+    Unregistered names and malformed statements are left out; validation then reports them."""
     pending: list[str] = []
-    for n in walk_nodes(body):
-        for e in node_exprs(n):
-            pending += _calls_in(e)
+    seen: set[int] = set()
+    try:
+        for n in walk_nodes(body):
+            for e in node_exprs(n):
+                pending += _calls_in(e, seen)
+    except TypeError:
+        return ()  # a non-statement in the body: validation reports it
     found: dict[str, FunctionDef] = {}
     while pending:
         name = pending.pop()
