@@ -225,6 +225,18 @@ def test_every_candidate_failing_falls_back_to_the_default(tuner_env: Path,
     assert not any((tuner_env / "tuner").glob("*.toml"))  # failures are not recorded
 
 
+def test_tuner_trouble_never_stops_a_dispatch(tuner_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_cache(backend: str, mode: Mode | None = None) -> Any:
+        raise TunerError("tuner cache /x is not valid TOML. Fix: delete the file")
+
+    monkeypatch.setattr(autotune, "tuner_for", broken_cache)
+    inputs = chain_inputs()
+    with pytest.warns(AutotuneWarning, match="autotuning skipped.*not valid TOML"):
+        out = vyre.dispatch(fused_chain(), inputs, backend="cpu")["out"]
+    x, y = inputs["x"], inputs["y"]
+    np.testing.assert_allclose(out, np.exp(x) * y + np.sin(x) * x, rtol=1e-5, atol=1e-5)
+
+
 def test_untunable_kernels_are_refused() -> None:
     from vyre.examples import block_sum
 

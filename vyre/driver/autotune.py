@@ -600,7 +600,11 @@ def launch_for(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None) -> 
         mode = read_settings().autotuner
         if n < MIN_TUNE_INVOCATIONS:
             mode = Mode.OFF_USE_DEFAULT
-        launch = tune(kernel, inputs, grid, mode=mode).launch
+        try:
+            launch = tune(kernel, inputs, grid, mode=mode).launch
+        except TunerError as e:  # the tuner's own trouble (cache, adapter) never stops a dispatch
+            warnings.warn(f"autotuning skipped ({e}); using the default launch", AutotuneWarning, stacklevel=3)
+            launch = None
         memo.launches[sc] = launch
         _memo[id(kernel)] = memo
     return launch
