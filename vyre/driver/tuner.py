@@ -36,8 +36,8 @@ from .tuner_policy import (
 )
 
 __all__ = [
-    "DEFAULT_1D_WORKGROUP_SIZE", "MAX_LAUNCH_INVOCATIONS", "MAX_TUNER_CACHE_BYTES", "MAX_WORKGROUP_INVOCATIONS", "Q16_ONE",
-    "WORKGROUP_CANDIDATES", "ApplyFn", "BackendTimer", "CallableTimer", "CudaEventTimer",
+    "DEFAULT_1D_WORKGROUP_SIZE", "MAX_LAUNCH_INVOCATIONS", "MAX_TUNER_CACHE_BYTES", "MAX_WORKGROUP_INVOCATIONS",
+    "Q16_ONE", "WORKGROUP_CANDIDATES", "ApplyFn", "BackendTimer", "CallableTimer", "CudaEventTimer",
     "DefaultPolicy", "ExhaustiveSearch", "FisherKind", "InvSqrtFn", "LatencyModel", "LatencyPrior",
     "Mode", "NaturalGradientPolicy", "NaturalGradientSearch", "NaturalGradientTuningError",
     "NaturalGradientTuningErrorKind", "NaturalGradientTuningStep", "PerfCounterTimer", "RandomSearch",
