@@ -1,16 +1,23 @@
 """The kernel cache: generated modules in memory and on disk.
 
-numba cannot cache functions built with ``exec``, so each generated module is written to a file named
-by its key under ``<cache_root>/kernels/<target>/`` and imported from there; its functions carry
-``cache=True``, so numba keeps the compiled machine code next to it (``__pycache__``) and a second
-process starts without compiling. The key hashes everything that changes the binary (program
-fingerprint, target, options, compute capability, codegen / numba / numba-cuda / vyre versions).
-Each file starts with its key and a blake3 digest of the rest; a file whose digest does not match
-(corrupt, truncated, edited) is rewritten, and numba's own index rejects stale machine code.
+numba cannot cache functions built with ``exec``, so each generated module is written to a file
+``k_<key>_<source digest>.py`` under ``<cache_root>/kernels/<target>/`` and imported from there; its
+functions carry ``cache=True``, so numba keeps the compiled machine code next to it (``__pycache__``)
+and a second process starts without compiling. The key hashes everything that changes the binary
+(program fingerprint, target, options, compute capability, codegen / numba / numba-cuda versions);
+the source digest in the name keeps two different sources apart even when their keys agree (the
+fingerprint ignores buffer declaration order, the generated parameter order does not).
+Each file starts with its key and a blake3 digest of the rest; a file that is not exactly the expected
+text (corrupt, truncated, edited) is rewritten, and numba's own index rejects stale machine code.
+Modules kept off the disk (``use_disk=False``: the simulator, ``compile(..., disk_cache=False)``) go to
+one temporary directory per process, removed when the process exits.
+Unreadable numba cache files (``__pycache__``: garbage index or data pickles, a bad ``.pyc``) make
+the import fail; they are then deleted and the module imported once more, compiling afresh.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -57,8 +64,9 @@ def load_module(target: str, key: str, source: str, use_disk: bool = True) -> tu
     """Import the module for ``key`` (writing ``source`` first if the disk has no intact copy).
 
     Returns the module and whether it came from a cache (memory or disk)."""
+    ident = f"{key}_{blake3.blake3(source.encode()).hexdigest()[:16]}"
     with _lock:
-        mod = _modules.get(key)
+        mod = _modules.get(ident)
         if mod is not None:
             stats["memory_hits"] += 1
             return mod, True
@@ -66,12 +74,14 @@ def load_module(target: str, key: str, source: str, use_disk: bool = True) -> tu
         if use_disk:
             d = kernel_dir(target)
             d.mkdir(parents=True, exist_ok=True)
-            path = d / f"k_{key}.py"
+            path = d / f"k_{ident}.py"
             text = _header(key, source) + source
             try:
-                existing = path.read_text()
-            except (OSError, UnicodeDecodeError):
+                existing: str | None = path.read_text()
+            except FileNotFoundError:
                 existing = None
+            except (OSError, UnicodeDecodeError):
+                existing = ""  # unreadable: as corrupt as a wrong digest
             if existing == text:
                 hit = True
                 stats["disk_hits"] += 1
@@ -80,18 +90,54 @@ def load_module(target: str, key: str, source: str, use_disk: bool = True) -> tu
                     stats["rebuilt"] += 1
                 _atomic_write(path, text)
                 stats["writes"] += 1
-            spec = importlib.util.spec_from_file_location(f"vyre_kernels.{target}.k_{key}", path)
         else:
-            d = Path(tempfile.mkdtemp(prefix="vyre-k-"))
-            path = d / f"k_{key}.py"
+            path = _scratch_dir() / f"k_{ident}.py"
             path.write_text(source)
-            spec = importlib.util.spec_from_file_location(f"vyre_kernels.{target}.k_{key}", path)
+        spec = importlib.util.spec_from_file_location(f"vyre_kernels.{target}.k_{ident}", path)
         assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-        _modules[key] = mod
+        try:
+            mod = _exec(spec)
+        except Exception:
+            # numba (or Python) trusted a garbage file of its own cache: drop those and compile afresh
+            if not (use_disk and _purge_compiled(path)):
+                raise
+            stats["rebuilt"] += 1
+            hit = False
+            mod = _exec(spec)
+        _modules[ident] = mod
         return mod, hit
+
+
+_scratch: tempfile.TemporaryDirectory[str] | None = None
+
+
+def _scratch_dir() -> Path:
+    """One temporary directory per process for modules kept off the disk cache (removed at exit)."""
+    global _scratch
+    if _scratch is None:
+        _scratch = tempfile.TemporaryDirectory(prefix="vyre-k-")
+    return Path(_scratch.name)
+
+
+def _exec(spec: importlib.machinery.ModuleSpec) -> ModuleType:
+    assert spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(spec.name, None)
+        raise
+    return mod
+
+
+def _purge_compiled(path: Path) -> bool:
+    """Delete the compiled files numba and Python keep for ``path``; True if there were any."""
+    found = False
+    for f in (path.parent / "__pycache__").glob(f"{path.stem}.*"):
+        f.unlink(missing_ok=True)
+        found = True
+    return found
 
 
 def _atomic_write(path: Path, text: str) -> None:

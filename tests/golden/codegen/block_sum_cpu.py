@@ -1,0 +1,94 @@
+# vyre generated kernel: target cpu, codegen v1. Do not edit.
+import math
+import numba
+import numpy as np
+from numba import boolean, int32, int64, uint32, float32, float64
+
+_dev = numba.njit(cache=False, error_model='numpy', inline='always')
+# <vyre.codegen.prelude.PRELUDE>
+# <vyre.codegen.cpu.CPU_PRELUDE>
+
+
+@numba.njit(cache=False, error_model='numpy')
+def _vy_seg0(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s):
+    _lid0 = uint32(_l % 256)
+    _lid1 = uint32((_l // 256) % 1)
+    _lid2 = uint32(_l // 256)
+    _gid0 = uint32(_wg0 * uint32(256) + _lid0)
+    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+    _lane = uint32(_l & 31)
+    la1_i[_l] = _gid0
+    s0_tile[_lid0] = _vy_ld(b0_x, la1_i[_l], float32(0))
+    return False
+
+
+@numba.njit(cache=False, error_model='numpy')
+def _vy_seg1(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s, v3_k):
+    _lid0 = uint32(_l % 256)
+    _lid1 = uint32((_l // 256) % 1)
+    _lid2 = uint32(_l // 256)
+    _gid0 = uint32(_wg0 * uint32(256) + _lid0)
+    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+    _lane = uint32(_l & 31)
+    la4_s[_l] = uint32(int64(uint32(128)) >> (int64(v3_k) & 31))
+    if (_lid0 < la4_s[_l]):
+        s0_tile[_lid0] = (s0_tile[_lid0] + _vy_ld(s0_tile, uint32(_lid0 + la4_s[_l]), float32(0)))
+    return False
+
+
+@numba.njit(cache=False, error_model='numpy')
+def _vy_seg2(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s):
+    _lid0 = uint32(_l % 256)
+    _lid1 = uint32((_l // 256) % 1)
+    _lid2 = uint32(_l // 256)
+    _gid0 = uint32(_wg0 * uint32(256) + _lid0)
+    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+    _lane = uint32(_l & 31)
+    if (_lid0 == uint32(0)):
+        v5__old = _vy_at_add(b1_out, uint32(0), s0_tile[uint32(0)], float32(0))
+    return False
+
+
+@numba.njit(cache=False, error_model='numpy')
+def _vy_workgroup(_w, _gx, _gy, b0_x, b1_out):
+    _wg0 = uint32(_w % _gx)
+    _wg1 = uint32((_w // _gx) % _gy)
+    _wg2 = uint32(_w // (_gx * _gy))
+    s0_tile = np.zeros(256, np.float32)
+    la1_i = np.zeros(256, np.uint32)
+    la4_s = np.zeros(256, np.uint32)
+    _r = False
+    for _l in range(256):
+        if _vy_seg0(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s):
+            _r = True
+    if _r:
+        return
+    for _it2 in range(int64(uint32(0)), int64(uint32(8))):
+        v3_k = uint32(_it2)
+        _r = False
+        for _l in range(256):
+            if _vy_seg1(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s, v3_k):
+                _r = True
+        if _r:
+            return
+    _r = False
+    for _l in range(256):
+        if _vy_seg2(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s):
+            _r = True
+    if _r:
+        return
+
+
+@numba.njit('void(float32[::1], float32[::1], int64, int64, int64)', parallel=False, cache=False, error_model='numpy')
+def vyre_kernel(b0_x, b1_out, _gx, _gy, _gz):
+    if _gx * _gy * _gz == 1:
+        _vy_workgroup(0, 1, 1, b0_x, b1_out)
+        return
+    for _w in numba.prange(_gx * _gy * _gz):
+        _vy_workgroup(_w, _gx, _gy, b0_x, b1_out)
+
+
+VYRE_FLAT = False

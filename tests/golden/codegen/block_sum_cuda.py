@@ -1,0 +1,44 @@
+# vyre generated kernel: target cuda, codegen v1. Do not edit.
+import math
+from numba import cuda, boolean, int32, int64, uint32, float32, float64
+
+_dev = cuda.jit(device=True)
+
+
+def _vy_fmod(a, b):
+    return math.fmod(a, b)
+
+
+_vy_fmod = _dev(_vy_fmod)
+# <vyre.codegen.prelude.PRELUDE>
+
+
+def vyre_kernel_py(b0_x, b1_out):
+    _lid0 = uint32(cuda.threadIdx.x)
+    _wg0 = uint32(cuda.blockIdx.x)
+    _gid0 = uint32(_wg0 * uint32(256) + _lid0)
+    _lid1 = uint32(cuda.threadIdx.y)
+    _wg1 = uint32(cuda.blockIdx.y)
+    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+    _lid2 = uint32(cuda.threadIdx.z)
+    _wg2 = uint32(cuda.blockIdx.z)
+    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+    _lane = uint32((_lid0 + _lid1 * uint32(256) + _lid2 * uint32(256)) & uint32(31))
+    _lin = uint32(_lid0 + _lid1 * uint32(256) + _lid2 * uint32(256))
+    s0_tile = cuda.shared.array(256, float32)
+    v1_i = _gid0
+    s0_tile[_lid0] = _vy_ld(b0_x, v1_i, float32(0))
+    cuda.syncthreads()
+    for _it2 in range(int64(uint32(0)), int64(uint32(8))):
+        v3_k = uint32(_it2)
+        v4_s = uint32(int64(uint32(128)) >> (int64(v3_k) & 31))
+        if (_lid0 < v4_s):
+            s0_tile[_lid0] = (s0_tile[_lid0] + _vy_ld(s0_tile, uint32(_lid0 + v4_s), float32(0)))
+        cuda.syncthreads()
+    if (_lid0 == uint32(0)):
+        v5__old = (cuda.atomic.add(b1_out, uint32(0), s0_tile[uint32(0)]) if uint32(0) < b1_out.shape[0] else float32(0))
+
+
+VYRE_FLAT = False
+VYRE_SIGNATURE = 'void(float32[::1], float32[::1])'
+vyre_kernel = cuda.jit(cache=False)(vyre_kernel_py)

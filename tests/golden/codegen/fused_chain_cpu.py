@@ -1,0 +1,37 @@
+# vyre generated kernel: target cpu, codegen v1. Do not edit.
+import math
+import numba
+import numpy as np
+from numba import boolean, int32, int64, uint32, float32, float64
+
+_dev = numba.njit(cache=False, error_model='numpy', inline='always')
+# <vyre.codegen.prelude.PRELUDE>
+# <vyre.codegen.cpu.CPU_PRELUDE>
+
+
+@numba.njit(cache=False, error_model='numpy', inline='always')
+def _vy_invocation(_gid0, b0_x, b1_y, b2_out):
+    _gid1 = uint32(0)
+    _gid2 = uint32(0)
+    v1_i = _gid0
+    if (v1_i < uint32(b2_out.shape[0])):
+        v2_xi = _vy_ld(b0_x, v1_i, float32(0))
+        b2_out[v1_i] = ((math.exp(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (math.sin(v2_xi) * v2_xi))
+    return False
+
+
+@numba.njit('void(float32[::1], float32[::1], float32[::1], int64, int64)', parallel=True, cache=False, error_model='numpy')
+def vyre_kernel(b0_x, b1_y, b2_out, _n, _chunk):
+    _nc = (_n + _chunk - 1) // _chunk
+    if _nc <= 1:  # one chunk: skip the thread pool (its wake-up dominates small dispatches)
+        for _g in range(_n):
+            _vy_invocation(uint32(_g), b0_x, b1_y, b2_out)
+        return
+    for _c in numba.prange(_nc):
+        _lo = _c * _chunk
+        _hi = min(_lo + _chunk, _n)
+        for _g in range(_lo, _hi):
+            _vy_invocation(uint32(_g), b0_x, b1_y, b2_out)
+
+
+VYRE_FLAT = True

@@ -1,0 +1,38 @@
+# vyre generated kernel: target cuda, codegen v1. Do not edit.
+import math
+from numba import cuda, boolean, int32, int64, uint32, float32, float64
+
+_dev = cuda.jit(device=True)
+
+
+def _vy_fmod(a, b):
+    return math.fmod(a, b)
+
+
+_vy_fmod = _dev(_vy_fmod)
+# <vyre.codegen.prelude.PRELUDE>
+
+
+def _vy_invocation_py(_gid0, b0_keys, b1_counts):
+    _gid1 = uint32(0)
+    _gid2 = uint32(0)
+    v1_i = _gid0
+    if (v1_i < uint32(b0_keys.shape[0])):
+        v2__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v1_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v1_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
+
+
+_vy_invocation = _dev(_vy_invocation_py)
+
+
+def vyre_kernel_py(b0_keys, b1_counts, _n, _ipt):
+    _t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)
+    _stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)
+    for _k in range(_ipt):
+        _g = _t + _k * _stride
+        if _g < _n:
+            _vy_invocation(uint32(_g), b0_keys, b1_counts)
+
+
+VYRE_FLAT = True
+VYRE_SIGNATURE = 'void(uint32[::1], uint32[::1], int64, int64)'
+vyre_kernel = cuda.jit(cache=False)(vyre_kernel_py)

@@ -1,0 +1,36 @@
+# vyre generated kernel: target cpu, codegen v1. Do not edit.
+import math
+import numba
+import numpy as np
+from numba import boolean, int32, int64, uint32, float32, float64
+
+_dev = numba.njit(cache=False, error_model='numpy', inline='always')
+# <vyre.codegen.prelude.PRELUDE>
+# <vyre.codegen.cpu.CPU_PRELUDE>
+
+
+@numba.njit(cache=False, error_model='numpy', inline='always')
+def _vy_invocation(_gid0, b0_a, b1_x, b2_y, b3_out):
+    _gid1 = uint32(0)
+    _gid2 = uint32(0)
+    v1_i = _gid0
+    if (v1_i < uint32(b3_out.shape[0])):
+        b3_out[v1_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v1_i, float32(0))) + _vy_ld(b2_y, v1_i, float32(0)))
+    return False
+
+
+@numba.njit('void(float32[::1], float32[::1], float32[::1], float32[::1], int64, int64)', parallel=True, cache=False, error_model='numpy')
+def vyre_kernel(b0_a, b1_x, b2_y, b3_out, _n, _chunk):
+    _nc = (_n + _chunk - 1) // _chunk
+    if _nc <= 1:  # one chunk: skip the thread pool (its wake-up dominates small dispatches)
+        for _g in range(_n):
+            _vy_invocation(uint32(_g), b0_a, b1_x, b2_y, b3_out)
+        return
+    for _c in numba.prange(_nc):
+        _lo = _c * _chunk
+        _hi = min(_lo + _chunk, _n)
+        for _g in range(_lo, _hi):
+            _vy_invocation(uint32(_g), b0_a, b1_x, b2_y, b3_out)
+
+
+VYRE_FLAT = True

@@ -1,0 +1,96 @@
+# vyre generated kernel: target cpu, codegen v1. Do not edit.
+import math
+import numba
+import numpy as np
+from numba import boolean, int32, int64, uint32, float32, float64
+
+_dev = numba.njit(cache=False, error_model='numpy', inline='always')
+# <vyre.codegen.prelude.PRELUDE>
+# <vyre.codegen.cpu.CPU_PRELUDE>
+
+
+@numba.njit(cache=False, error_model='numpy')
+def _vy_seg0(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+    _lid0 = uint32(_l % 64)
+    _lid1 = uint32((_l // 64) % 1)
+    _lid2 = uint32(_l // 64)
+    _gid0 = uint32(_wg0 * uint32(64) + _lid0)
+    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+    _lane = uint32(_l & 31)
+    la1_v[_l] = _vy_ld(b0_x, _gid0, float32(0))
+    return False
+
+
+@numba.njit(cache=False, error_model='numpy')
+def _vy_seg1(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+    _lid0 = uint32(_l % 64)
+    _lid1 = uint32((_l // 64) % 1)
+    _lid2 = uint32(_l // 64)
+    _gid0 = uint32(_wg0 * uint32(64) + _lid0)
+    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+    _lane = uint32(_l & 31)
+    la4__sgop2[_l] = la1_v[_l]
+    return False
+
+
+@numba.njit(cache=False, error_model='numpy')
+def _vy_seg2(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+    _lid0 = uint32(_l % 64)
+    _lid1 = uint32((_l // 64) % 1)
+    _lid2 = uint32(_l // 64)
+    _gid0 = uint32(_wg0 * uint32(64) + _lid0)
+    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+    _lane = uint32(_l & 31)
+    if (uint32(int64(_lid0) & int64(uint32(31))) == uint32(0)):
+        v6__old = _vy_at_add(b1_out, uint32(0), la5_s[_l], float32(0))
+    return False
+
+
+@numba.njit(cache=False, error_model='numpy')
+def _vy_workgroup(_w, _gx, _gy, b0_x, b1_out):
+    _wg0 = uint32(_w % _gx)
+    _wg1 = uint32((_w // _gx) % _gy)
+    _wg2 = uint32(_w // (_gx * _gy))
+    la1_v = np.zeros(64, np.float32)
+    la4__sgop2 = np.zeros(64, np.float32)
+    la5_s = np.zeros(64, np.float32)
+    _r = False
+    for _l in range(64):
+        if _vy_seg0(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+            _r = True
+    if _r:
+        return
+    _r = False
+    for _l in range(64):
+        if _vy_seg1(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+            _r = True
+    if _r:
+        return
+    for _s in range(2):
+        _b = _s * 32
+        _acc = la4__sgop2[_b]
+        for _k in range(1, 32):
+            _acc = (_acc + la4__sgop2[_b + _k])
+        for _k in range(32):
+            la5_s[_b + _k] = _acc
+    _r = False
+    for _l in range(64):
+        if _vy_seg2(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+            _r = True
+    if _r:
+        return
+
+
+@numba.njit('void(float32[::1], float32[::1], int64, int64, int64)', parallel=False, cache=False, error_model='numpy')
+def vyre_kernel(b0_x, b1_out, _gx, _gy, _gz):
+    if _gx * _gy * _gz == 1:
+        _vy_workgroup(0, 1, 1, b0_x, b1_out)
+        return
+    for _w in numba.prange(_gx * _gy * _gz):
+        _vy_workgroup(_w, _gx, _gy, b0_x, b1_out)
+
+
+VYRE_FLAT = False

@@ -1,0 +1,42 @@
+# vyre generated kernel: target cuda, codegen v1. Do not edit.
+import math
+from numba import cuda, boolean, int32, int64, uint32, float32, float64
+
+_dev = cuda.jit(device=True)
+
+
+def _vy_fmod(a, b):
+    return math.fmod(a, b)
+
+
+_vy_fmod = _dev(_vy_fmod)
+# <vyre.codegen.prelude.PRELUDE>
+
+
+def vyre_kernel_py(b0_x, b1_out):
+    _lid0 = uint32(cuda.threadIdx.x)
+    _wg0 = uint32(cuda.blockIdx.x)
+    _gid0 = uint32(_wg0 * uint32(64) + _lid0)
+    _lid1 = uint32(cuda.threadIdx.y)
+    _wg1 = uint32(cuda.blockIdx.y)
+    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+    _lid2 = uint32(cuda.threadIdx.z)
+    _wg2 = uint32(cuda.blockIdx.z)
+    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+    _lane = uint32((_lid0 + _lid1 * uint32(64) + _lid2 * uint32(64)) & uint32(31))
+    _lin = uint32(_lid0 + _lid1 * uint32(64) + _lid2 * uint32(64))
+    v1_v = _vy_ld(b0_x, _gid0, float32(0))
+    _sg2 = v1_v
+    _sg2 = (_sg2 + cuda.shfl_sync(0xFFFFFFFF, _sg2, int32(_lane ^ uint32(16))))
+    _sg2 = (_sg2 + cuda.shfl_sync(0xFFFFFFFF, _sg2, int32(_lane ^ uint32(8))))
+    _sg2 = (_sg2 + cuda.shfl_sync(0xFFFFFFFF, _sg2, int32(_lane ^ uint32(4))))
+    _sg2 = (_sg2 + cuda.shfl_sync(0xFFFFFFFF, _sg2, int32(_lane ^ uint32(2))))
+    _sg2 = (_sg2 + cuda.shfl_sync(0xFFFFFFFF, _sg2, int32(_lane ^ uint32(1))))
+    v3_s = _sg2
+    if (uint32(int64(_lid0) & int64(uint32(31))) == uint32(0)):
+        v4__old = (cuda.atomic.add(b1_out, uint32(0), v3_s) if uint32(0) < b1_out.shape[0] else float32(0))
+
+
+VYRE_FLAT = False
+VYRE_SIGNATURE = 'void(float32[::1], float32[::1])'
+vyre_kernel = cuda.jit(cache=False)(vyre_kernel_py)

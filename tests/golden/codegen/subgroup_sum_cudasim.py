@@ -1,0 +1,51 @@
+# vyre generated kernel: target cuda (simulator), codegen v1. Do not edit.
+import types
+import numpy as _np
+_np.seterr(all='ignore')
+math = types.SimpleNamespace(
+    sqrt=_np.sqrt, exp=_np.exp, exp2=_np.exp2, log=_np.log, log2=_np.log2, sin=_np.sin, cos=_np.cos,
+    tan=_np.tan, asin=_np.arcsin, acos=_np.arccos, atan=_np.arctan, sinh=_np.sinh, cosh=_np.cosh,
+    tanh=_np.tanh, isnan=_np.isnan, isinf=_np.isinf, isfinite=_np.isfinite, copysign=_np.copysign,
+    fmod=_np.fmod, nan=_np.nan, inf=_np.inf,
+)
+from numba import cuda, boolean, int32, int64, uint32, float32, float64
+
+_dev = cuda.jit(device=True)
+
+
+def _vy_fmod(a, b):
+    return math.fmod(a, b)
+
+
+_vy_fmod = _dev(_vy_fmod)
+# <vyre.codegen.prelude.PRELUDE>
+
+
+def vyre_kernel_py(b0_x, b1_out):
+    _lid0 = uint32(cuda.threadIdx.x)
+    _wg0 = uint32(cuda.blockIdx.x)
+    _gid0 = uint32(_wg0 * uint32(64) + _lid0)
+    _lid1 = uint32(cuda.threadIdx.y)
+    _wg1 = uint32(cuda.blockIdx.y)
+    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+    _lid2 = uint32(cuda.threadIdx.z)
+    _wg2 = uint32(cuda.blockIdx.z)
+    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+    _lane = uint32((_lid0 + _lid1 * uint32(64) + _lid2 * uint32(64)) & uint32(31))
+    _lin = uint32(_lid0 + _lid1 * uint32(64) + _lid2 * uint32(64))
+    _sgs_f32 = cuda.shared.array(64, float32)
+    v1_v = _vy_ld(b0_x, _gid0, float32(0))
+    _sgs_f32[_lin] = v1_v
+    cuda.syncthreads()
+    _sg2 = _sgs_f32[_lin - _lane]
+    for _k in range(1, 32):
+        _sg2 = (_sg2 + _sgs_f32[_lin - _lane + _k])
+    cuda.syncthreads()
+    v3_s = _sg2
+    if (uint32(int64(_lid0) & int64(uint32(31))) == uint32(0)):
+        v4__old = (cuda.atomic.add(b1_out, uint32(0), v3_s) if uint32(0) < b1_out.shape[0] else float32(0))
+
+
+VYRE_FLAT = False
+VYRE_SIGNATURE = 'void(float32[::1], float32[::1])'
+vyre_kernel = cuda.jit(cache=False)(vyre_kernel_py)
