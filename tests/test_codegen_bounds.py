@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from vyre.codegen.cpu import emit_cpu
 from vyre.codegen.cuda import emit_cuda
@@ -272,10 +271,6 @@ def test_load_guard_program_is_what_the_xfail_below_assumes() -> None:
     assert "b0_idx[_i" in src  # the store to idx itself is guarded (i is not proven for idx)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Emitter.stable (vyre/codegen/emit.py:286) only rejects assigned "
-                   "variables; a condition on a Load of a writable buffer proves a bound although the buffer "
-                   "can change before the store (here the then-branch rewrites it; on a GPU other invocations "
-                   "can) -> unguarded out-of-bounds store")
 def test_a_load_of_a_written_buffer_never_proves_a_bound() -> None:
     for src in sources(_load_guard_program()):
         assert not plain_store(src, "b1_out", "_vy_ld(b0_idx, v1_i, uint32(0))"), src

@@ -184,8 +184,6 @@ def test_bad_grid_is_rejected_before_launch(kernel: vyre.Kernel, name: str) -> N
         assert (d["out"] == SENTINEL).all()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: dispatch._grid3 (vyre/driver/dispatch.py:30) calls tuple() on a "
-                   "non-int scalar grid and raises TypeError, not DispatchError")
 def test_float_grid_is_a_dispatch_error(kernel: vyre.Kernel) -> None:
     with pytest.raises(DispatchError):
         kernel(good(), grid=1.5)  # type: ignore[arg-type]
@@ -214,8 +212,6 @@ def test_launch_in_range_is_used_and_results_do_not_change(kernel: vyre.Kernel) 
         kernel.launch = None
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Launch.__post_init__ (vyre/driver/dispatch.py:63) accepts a float wg "
-                   "and raises TypeError for a str instead of DispatchError")
 @pytest.mark.parametrize("knobs", [(1.5, 1), ("a", 1)])
 def test_launch_knobs_must_be_ints(knobs: tuple[Any, Any]) -> None:
     with pytest.raises(DispatchError):
@@ -323,9 +319,6 @@ def test_read_only_array_is_fine_for_an_interp_input() -> None:
     np.testing.assert_array_equal(vyre.compile(PROG, "interp")(d)["out"], expected())
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the CPU kernel's explicit signature (vyre/codegen/cpu.py:91 _sig) "
-                   "types every buffer as a mutable array, so a read-only input array fails in numba's "
-                   "dispatcher with TypeError")
 def test_read_only_array_is_fine_for_a_cpu_input(kernel: vyre.Kernel) -> None:
     d = good()
     d["x"] = read_only(d["x"])

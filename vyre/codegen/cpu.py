@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CodegenError
 from ..ir import (
-    Atomic, AtomicOp, Barrier, Block, DataType, Expr, Let, Loop, Node, Program, Region,
+    Assign, Atomic, AtomicOp, Barrier, Block, DataType, Expr, Let, Loop, Node, Program, Region,
     SubgroupBallot, SubgroupReduce, SubgroupShuffle, walk_nodes,
 )
 from .emit import CODEGEN_VERSION, Binding, Emitter, uses
@@ -88,9 +88,12 @@ class CpuTarget:
         raise CodegenError("subgroup op reached the per-invocation CPU emitter (internal). Fix: report this bug")
 
 
-def _sig(program: Program) -> str:
-    args = [f"{CTOR[b.element]}[::1]" for b in program.buffers if not b.is_workgroup]
-    return "void(" + ", ".join([*args, "int64", "int64", "int64"]) + ")"
+def _sig(program: Program, scalars: tuple[str, ...]) -> str:
+    """Source of the kernel's numba signature: read-only buffers are typed read-only, so arrays
+    the caller marked non-writeable are accepted (a writable array converts to that type too)."""
+    args = [f"_t.Array({CTOR[b.element]}, 1, 'C', readonly={not b.access.writable})"
+            for b in program.buffers if not b.is_workgroup]
+    return "_t.void(" + ", ".join([*args, *(f"_t.{s}" for s in scalars)]) + ")"
 
 
 def _is_sync(n: Node) -> bool:
@@ -119,11 +122,23 @@ class _Lockstep:
 
     program: Program
     em: Emitter
-    params: str  # buffers and workgroup arrays, comma separated
+    params: str  # the packed buffer and lane-array tuples passed to every segment
     segments: list[list[str]] = field(default_factory=list)
     lane_arrays: list[tuple[str, DataType]] = field(default_factory=list)
     loop_vars: list[str] = field(default_factory=list)
     seg_loops: list[list[str]] = field(default_factory=list)
+    taken: set[str] = field(default_factory=set)
+
+    def synthetic(self, hint: str) -> str:
+        """A variable name of our own that no variable of the program uses (they share scopes)."""
+        if not self.taken:
+            self.taken = {n.name for n in walk_nodes(self.program.entry) if isinstance(n, (Let, Assign))}
+            self.taken |= {n.var for n in walk_nodes(self.program.entry) if isinstance(n, Loop)}
+        while True:
+            name = f"{hint}{self.em.fresh('_')}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
 
     def lane_array(self, name: str, t: DataType, scope: dict[str, Binding]) -> str:
         arr = self.em.fresh("la") + "_" + name
@@ -151,7 +166,7 @@ class _Lockstep:
         self.seg_loops.append(list(self.loop_vars))
         em.emit(indent, "_r = False")
         em.emit(indent, f"for _l in range({self.program.workgroup_invocations}):")
-        em.emit(indent + 1, f"if _vy_seg{k}(_l, _wg0, _wg1, _wg2, {self.params}, {{LANE}}{self.loop_args()}):")
+        em.emit(indent + 1, f"if _vy_seg{k}(_l, _wg0, _wg1, _wg2, {self.params}{self.loop_args()}):")
         em.emit(indent + 2, "_r = True")
         em.emit(indent, "if _r:")
         em.emit(indent + 1, "return")
@@ -166,9 +181,9 @@ class _Lockstep:
         operand: Expr = v.cond if isinstance(v, SubgroupBallot) else v.value
         t = em.type_of(v, scope)
         ot = em.type_of(operand, scope)
-        op_name = em.fresh("_sgop")
+        op_name = self.synthetic("sgop")
         stmts: list[Node] = [Let(op_name, operand)]
-        lane_name = em.fresh("_sglane")
+        lane_name = self.synthetic("sglane")
         if isinstance(v, SubgroupShuffle):
             stmts.append(Let(lane_name, v.lane))
         self.segment(stmts, scope, indent)
@@ -242,14 +257,31 @@ def _uses_subgroup(program: Program) -> bool:
     return uses(program, (SubgroupBallot, SubgroupShuffle, SubgroupReduce))
 
 
+_MAX_ARGS = 24
+
+
+def _tuple(names: list[str]) -> str:
+    return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
+
+
+def _unpack(names: list[str], packed: str) -> list[str]:
+    """Lines unpacking ``packed`` into ``names``. Buffers travel between the generated functions
+    as one tuple: CPython compiles calls with more than 30 arguments into a form numba rejects."""
+    if not names:
+        return []
+    return ["    " + ", ".join(names) + ("," if len(names) == 1 else "") + f" = {packed}"]
+
+
 def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) -> str:
-    """Python source of a module defining ``vyre_kernel(buffers..., gx, gy, gz)`` for ``program``."""
+    """Python source of a module defining ``vyre_kernel`` for ``program``: ``(*buffers, gx, gy, gz)``,
+    or ``(*buffers, n_invocations, chunk)`` for a flat kernel (``VYRE_FLAT``)."""
     program = inline_calls(program)
     storage = [b for b in program.buffers if not b.is_workgroup]
     shared = [b for b in program.buffers if b.is_workgroup]
     src = {b.name: f"b{i}_{b.name}" for i, b in enumerate(storage)}
     src.update({b.name: f"s{i}_{b.name}" for i, b in enumerate(shared)})
-    params = ", ".join(src[b.name] for b in storage + shared)
+    storage_names = [src[b.name] for b in storage]
+    all_names = storage_names + [src[b.name] for b in shared]
     has_atomics = uses(program, (Atomic,))
     lockstep = uses(program, (Barrier,)) or _uses_subgroup(program)
     par = parallel and not has_atomics
@@ -258,76 +290,90 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
     njit = f"numba.njit(cache={cache}, error_model='numpy')"
     # numba-level inlining: LLVM alone leaves these calls in the hot loop (measured: 2x slower)
     njit_inline = f"numba.njit(cache={cache}, error_model='numpy', inline='always')"
+    storage_params = "".join(f"{n}, " for n in storage_names)
+    kernel_decl = f"@numba.njit(_SIG, parallel={par}, cache={cache}, error_model='numpy')"
     out: list[str] = []
-    storage_params = ", ".join(src[b.name] for b in storage)
-    sep = ", " if storage_params else ""
+    # Buffers reach the per-invocation function as separate arguments, which numba inlines; past
+    # _MAX_ARGS they travel as one tuple (CPython turns calls of more than 30 arguments into a
+    # form numba rejects) and that function is not inlined (numba miscompiles parfors that inline
+    # a function writing through a tuple of arrays: measured, the stores were lost).
+    packed = len(all_names) > _MAX_ARGS
+    inv_deco = njit if packed else njit_inline
+
+    def inv_params(names: list[str]) -> str:
+        return "_bufs" if packed else ", ".join(names)
+
     if is_tunable(program):
         # Flat form (vyre.codegen.flat): vyre_kernel(*bufs, n_invocations, chunk).
-        em.emit(0, f"@{njit_inline}")
-        em.emit(0, f"def _vy_invocation(_gid0{sep}{storage_params}):")
+        em.emit(0, f"@{inv_deco}")
+        em.emit(0, f"def _vy_invocation(_gid0, {inv_params(storage_names)}):")
+        if packed:
+            em.lines += _unpack(storage_names, "_bufs")
         em.emit(1, "_gid1 = uint32(0)")
         em.emit(1, "_gid2 = uint32(0)")
         em.block(program.entry, {}, 1)
         em.emit(1, "return False")
-        sig = _sig(program).replace("int64, int64, int64)", "int64, int64)")
-        out = [*em.lines, "", "",
-               f"@numba.njit({sig!r}, parallel={par}, cache={cache}, error_model='numpy')",
-               f"def vyre_kernel({storage_params}{sep}_n, _chunk):",
+        out = [*em.lines, "", "", f"_SIG = {_sig(program, ('int64', 'int64'))}", kernel_decl,
+               f"def vyre_kernel({storage_params}_n, _chunk):",
+               *([f"    _bufs = {_tuple(storage_names)}"] if packed else []),
                "    _nc = (_n + _chunk - 1) // _chunk",
                "    if _nc <= 1:  # one chunk: skip the thread pool (its wake-up dominates small dispatches)",
                "        for _g in range(_n):",
-               f"            _vy_invocation(uint32(_g){sep}{storage_params})",
+               f"            _vy_invocation(uint32(_g), {inv_params(storage_names)})",
                "        return",
                "    for _c in numba.prange(_nc):",
                "        _lo = _c * _chunk",
                "        _hi = min(_lo + _chunk, _n)",
                "        for _g in range(_lo, _hi):",
-               f"            _vy_invocation(uint32(_g){sep}{storage_params})",
+               f"            _vy_invocation(uint32(_g), {inv_params(storage_names)})",
                "", "", "VYRE_FLAT = True"]
         return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n\n" + "\n".join(out) + "\n"
     if not lockstep:
-        em.emit(0, f"@{njit_inline}")
-        em.emit(0, f"def _vy_invocation(_l, _wg0, _wg1, _wg2, {params}):")
+        em.emit(0, f"@{inv_deco}")
+        em.emit(0, f"def _vy_invocation(_l, _wg0, _wg1, _wg2, {inv_params(all_names)}):")
+        if packed:
+            em.lines += _unpack(all_names, "_bufs")
         _ids(em, 1, wg)
         em.block(program.entry, {}, 1)
         em.emit(1, "return False")
         out += em.lines
         em.lines = []
-        call = f"_vy_invocation(_l, _wg0, _wg1, _wg2, {params})"
-        wg_body = [f"for _l in range({program.workgroup_invocations}):", f"    {call}"]
+        wg_body = [f"for _l in range({program.workgroup_invocations}):",
+                   f"    _vy_invocation(_l, _wg0, _wg1, _wg2, {inv_params(all_names)})"]
     else:
-        ls = _Lockstep(program, em, params)
+        ls = _Lockstep(program, em, "_bufs, _lanes")
         ls.uniform_block(program.entry, {}, 1)
         body = em.lines
-        lane_params = ", ".join(a for a, _ in ls.lane_arrays)
+        lane_names = [a for a, _ in ls.lane_arrays]
         for k, seg in enumerate(ls.segments):
             out.append(f"@{njit}")
             loop_params = "".join(f", {v}" for v in ls.seg_loops[k])
-            out.append(f"def _vy_seg{k}(_l, _wg0, _wg1, _wg2, {params}, {lane_params or '_none'}{loop_params}):")
+            out.append(f"def _vy_seg{k}(_l, _wg0, _wg1, _wg2, _bufs, _lanes{loop_params}):")
+            out += _unpack(all_names, "_bufs") + _unpack(lane_names, "_lanes")
             ids_em = Emitter(program, CpuTarget(), src)
             _ids(ids_em, 1, wg)
             out += ids_em.lines + seg + ["    return False", "", ""]
-        lane_args = lane_params or "_none"
-        wg_body = ["_none = np.zeros(1, np.uint8)"] if not lane_params else []
-        wg_body += [f"{a} = np.zeros({program.workgroup_invocations}, np.{_np_name(t)})" for a, t in ls.lane_arrays]
-        wg_body += [line[4:].replace("{LANE}", lane_args) for line in body]
+        wg_body = [f"{a} = np.zeros({program.workgroup_invocations}, np.{_np_name(t)})" for a, t in ls.lane_arrays]
+        wg_body.append(f"_lanes = {_tuple(lane_names)}")
+        wg_body += [line[4:] for line in body]
     out.append(f"@{njit}")
-    out.append(f"def _vy_workgroup(_w, _gx, _gy{', ' if storage_params else ''}{storage_params}):")
+    out.append("def _vy_workgroup(_w, _gx, _gy, _sbufs):")
+    out += _unpack(storage_names, "_sbufs")
     out.append("    _wg0 = uint32(_w % _gx)")
     out.append("    _wg1 = uint32((_w // _gx) % _gy)")
     out.append("    _wg2 = uint32(_w // (_gx * _gy))")
     for b in shared:
         out.append(f"    {src[b.name]} = np.zeros({b.count}, np.{_np_name(b.element)})")
+    out.append(f"    _bufs = {_tuple(all_names)}")
     out += ["    " + line for line in wg_body]
-    out.append("")
-    out.append("")
-    out.append(f"@numba.njit({_sig(program)!r}, parallel={par}, cache={cache}, error_model='numpy')")
-    out.append(f"def vyre_kernel({storage_params}{', ' if storage_params else ''}_gx, _gy, _gz):")
+    out += ["", "", f"_SIG = {_sig(program, ('int64', 'int64', 'int64'))}", kernel_decl]
+    out.append(f"def vyre_kernel({storage_params}_gx, _gy, _gz):")
+    out.append(f"    _sbufs = {_tuple(storage_names)}")
     out.append("    if _gx * _gy * _gz == 1:")
-    out.append(f"        _vy_workgroup(0, 1, 1{', ' if storage_params else ''}{storage_params})")
+    out.append("        _vy_workgroup(0, 1, 1, _sbufs)")
     out.append("        return")
     out.append("    for _w in numba.prange(_gx * _gy * _gz):")
-    out.append(f"        _vy_workgroup(_w, _gx, _gy{', ' if storage_params else ''}{storage_params})")
+    out.append("        _vy_workgroup(_w, _gx, _gy, _sbufs)")
     out += ["", "", "VYRE_FLAT = False"]
     return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n\n" + "\n".join(out) + "\n"
 
@@ -339,6 +385,7 @@ def _cpu_header(cache: bool) -> list[str]:
         "import numba",
         "import numpy as np",
         "from numba import boolean, int32, int64, uint32, float32, float64",
+        "from numba import types as _t",
         "",
         f"_dev = numba.njit(cache={cache}, error_model='numpy', inline='always')",
     ]

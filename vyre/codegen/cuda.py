@@ -13,6 +13,8 @@ from .inline import inline_calls
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
 
+_MAX_ARGS = 24
+
 _ATOMIC_FN = {
     AtomicOp.ADD: "add", AtomicOp.MIN: "min", AtomicOp.MAX: "max", AtomicOp.AND: "and_",
     AtomicOp.OR: "or_", AtomicOp.XOR: "xor", AtomicOp.EXCHANGE: "exch",
@@ -162,7 +164,11 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
     params = ", ".join(buffer_src[b.name] for b in storage)
     if is_tunable(program):
         # Flat form: see vyre.codegen.flat. Launch: vyre_kernel[blocks, threads](*bufs, n, ipt).
-        em.emit(0, f"def _vy_invocation_py(_gid0, {params}):")
+        packed = len(storage) > _MAX_ARGS  # see vyre.codegen.cpu: >30-argument calls break numba
+        inv_args = "_bufs" if packed else params
+        em.emit(0, f"def _vy_invocation_py(_gid0{', ' if inv_args else ''}{inv_args}):")
+        if packed:
+            em.emit(1, f"{params}, = _bufs")
         em.emit(1, "_gid1 = uint32(0)")
         em.emit(1, "_gid2 = uint32(0)")
         em.block(program.entry, {}, 1)
@@ -172,12 +178,14 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
         em.emit(0, "")
         em.emit(0, "")
         em.emit(0, f"def vyre_kernel_py({params}{', ' if params else ''}_n, _ipt):")
+        if packed:
+            em.emit(1, f"_bufs = ({params},)")
         em.emit(1, "_t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)")
         em.emit(1, "_stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)")
         em.emit(1, "for _k in range(_ipt):")
         em.emit(2, "_g = _t + _k * _stride")
         em.emit(2, "if _g < _n:")
-        em.emit(3, f"_vy_invocation(uint32(_g){', ' if params else ''}{params})")
+        em.emit(3, f"_vy_invocation(uint32(_g){', ' if inv_args else ''}{inv_args})")
         sig = _sig(program)[:-1] + (", " if storage else "") + "int64, int64)"
         footer = ["", "", "VYRE_FLAT = True", f"VYRE_SIGNATURE = {sig!r}",
                   f"vyre_kernel = cuda.jit(cache={cache})(vyre_kernel_py)"]

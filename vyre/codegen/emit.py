@@ -284,7 +284,15 @@ class Emitter:
         return None
 
     def stable(self, e: Expr) -> bool:
-        return all(not (isinstance(x, Var) and x.name in self.mutable) for x in walk(e))
+        """Can ``e`` be trusted to keep its value inside the guarded scope? Only expressions of ids,
+        literals, lengths and never-assigned variables: a loaded value may be overwritten by a store
+        inside the scope, so a bound proven on it proves nothing."""
+        for x in walk(e):
+            if isinstance(x, Var) and x.name in self.mutable:
+                return False
+            if isinstance(x, (Load, Atomic, SubgroupBallot, SubgroupShuffle, SubgroupReduce, Call)):
+                return False
+        return True
 
     def bound_facts(self, cond: Expr, scope: dict[str, Binding]) -> set[tuple[str, str]]:
         out: set[tuple[str, str]] = set()

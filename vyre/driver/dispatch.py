@@ -26,11 +26,22 @@ _ENV: Any = getattr(os.environ, "_data", os.environ)
 _ENV_BACKEND_KEY: Any = b"VYRE_BACKEND" if _ENV is not os.environ and os.name == "posix" else "VYRE_BACKEND"
 
 
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 def _grid3(grid: Grid) -> tuple[int, int, int]:
-    g = (grid,) if isinstance(grid, (int, np.integer)) else tuple(grid)
-    if not 1 <= len(g) <= 3 or not all(isinstance(v, (int, np.integer)) for v in g):
-        raise DispatchError(f"grid must be an int or 1-3 ints, got {grid!r}. Fix: pass e.g. grid=(16, 1, 1)")
-    gx, gy, gz = (*(int(v) for v in g), 1, 1)[:3]
+    bad = DispatchError(f"grid must be an int or a sequence of 1-3 ints, got {grid!r}. "
+                        "Fix: pass e.g. grid=16 or grid=(16, 1, 1)")
+    if _is_int(grid):
+        g: tuple[object, ...] = (grid,)
+    elif isinstance(grid, (tuple, list)):
+        g = tuple(grid)
+    else:
+        raise bad
+    if not 1 <= len(g) <= 3 or not all(_is_int(v) for v in g):
+        raise bad
+    gx, gy, gz = (*(int(v) for v in g), 1, 1)[:3]  # type: ignore[call-overload]
     if any(v < 1 or v > 2**31 - 1 for v in (gx, gy, gz)):
         raise DispatchError(f"grid {(gx, gy, gz)} has a dimension outside [1, 2^31-1]. "
                             "Fix: pass positive workgroup counts")
@@ -60,6 +71,9 @@ class Launch:
     ipt: int = 1
 
     def __post_init__(self) -> None:
+        if not (_is_int(self.wg) and _is_int(self.ipt)):
+            raise DispatchError(f"launch knobs must be ints, got wg={self.wg!r}, ipt={self.ipt!r}. "
+                                "Fix: pass e.g. Launch(256, 4)")
         if not (1 <= self.wg <= 1024 and 1 <= self.ipt <= 4096):
             raise DispatchError(f"launch {self} is out of range (wg 1..1024, ipt 1..4096). "
                                 "Fix: pick a candidate from vyre.driver.tuner")

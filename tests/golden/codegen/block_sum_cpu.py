@@ -3,6 +3,7 @@ import math
 import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
+from numba import types as _t
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>
@@ -10,7 +11,9 @@ _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg0(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s):
+def _vy_seg0(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
+    b0_x, b1_out, s0_tile = _bufs
+    la1_i, la4_s = _lanes
     _lid0 = uint32(_l % 256)
     _lid1 = uint32((_l // 256) % 1)
     _lid2 = uint32(_l // 256)
@@ -24,7 +27,9 @@ def _vy_seg0(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg1(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s, v3_k):
+def _vy_seg1(_l, _wg0, _wg1, _wg2, _bufs, _lanes, v3_k):
+    b0_x, b1_out, s0_tile = _bufs
+    la1_i, la4_s = _lanes
     _lid0 = uint32(_l % 256)
     _lid1 = uint32((_l // 256) % 1)
     _lid2 = uint32(_l // 256)
@@ -39,7 +44,9 @@ def _vy_seg1(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s, v3_k):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg2(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s):
+def _vy_seg2(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
+    b0_x, b1_out, s0_tile = _bufs
+    la1_i, la4_s = _lanes
     _lid0 = uint32(_l % 256)
     _lid1 = uint32((_l // 256) % 1)
     _lid2 = uint32(_l // 256)
@@ -53,16 +60,19 @@ def _vy_seg2(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_workgroup(_w, _gx, _gy, b0_x, b1_out):
+def _vy_workgroup(_w, _gx, _gy, _sbufs):
+    b0_x, b1_out = _sbufs
     _wg0 = uint32(_w % _gx)
     _wg1 = uint32((_w // _gx) % _gy)
     _wg2 = uint32(_w // (_gx * _gy))
     s0_tile = np.zeros(256, np.float32)
+    _bufs = (b0_x, b1_out, s0_tile)
     la1_i = np.zeros(256, np.uint32)
     la4_s = np.zeros(256, np.uint32)
+    _lanes = (la1_i, la4_s)
     _r = False
     for _l in range(256):
-        if _vy_seg0(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s):
+        if _vy_seg0(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
             _r = True
     if _r:
         return
@@ -70,25 +80,27 @@ def _vy_workgroup(_w, _gx, _gy, b0_x, b1_out):
         v3_k = uint32(_it2)
         _r = False
         for _l in range(256):
-            if _vy_seg1(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s, v3_k):
+            if _vy_seg1(_l, _wg0, _wg1, _wg2, _bufs, _lanes, v3_k):
                 _r = True
         if _r:
             return
     _r = False
     for _l in range(256):
-        if _vy_seg2(_l, _wg0, _wg1, _wg2, b0_x, b1_out, s0_tile, la1_i, la4_s):
+        if _vy_seg2(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
             _r = True
     if _r:
         return
 
 
-@numba.njit('void(float32[::1], float32[::1], int64, int64, int64)', parallel=False, cache=False, error_model='numpy')
+_SIG = _t.void(_t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=False), _t.int64, _t.int64, _t.int64)
+@numba.njit(_SIG, parallel=False, cache=False, error_model='numpy')
 def vyre_kernel(b0_x, b1_out, _gx, _gy, _gz):
+    _sbufs = (b0_x, b1_out)
     if _gx * _gy * _gz == 1:
-        _vy_workgroup(0, 1, 1, b0_x, b1_out)
+        _vy_workgroup(0, 1, 1, _sbufs)
         return
     for _w in numba.prange(_gx * _gy * _gz):
-        _vy_workgroup(_w, _gx, _gy, b0_x, b1_out)
+        _vy_workgroup(_w, _gx, _gy, _sbufs)
 
 
 VYRE_FLAT = False

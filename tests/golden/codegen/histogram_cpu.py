@@ -3,6 +3,7 @@ import math
 import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
+from numba import types as _t
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>
@@ -19,7 +20,8 @@ def _vy_invocation(_gid0, b0_keys, b1_counts):
     return False
 
 
-@numba.njit('void(uint32[::1], uint32[::1], int64, int64)', parallel=False, cache=False, error_model='numpy')
+_SIG = _t.void(_t.Array(uint32, 1, 'C', readonly=True), _t.Array(uint32, 1, 'C', readonly=False), _t.int64, _t.int64)
+@numba.njit(_SIG, parallel=False, cache=False, error_model='numpy')
 def vyre_kernel(b0_keys, b1_counts, _n, _chunk):
     _nc = (_n + _chunk - 1) // _chunk
     if _nc <= 1:  # one chunk: skip the thread pool (its wake-up dominates small dispatches)

@@ -3,6 +3,7 @@ import math
 import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
+from numba import types as _t
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>
@@ -10,7 +11,9 @@ _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg0(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+def _vy_seg0(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
+    b0_x, b1_out = _bufs
+    la1_v, la4_sgop_2, la5_s = _lanes
     _lid0 = uint32(_l % 64)
     _lid1 = uint32((_l // 64) % 1)
     _lid2 = uint32(_l // 64)
@@ -23,7 +26,9 @@ def _vy_seg0(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg1(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+def _vy_seg1(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
+    b0_x, b1_out = _bufs
+    la1_v, la4_sgop_2, la5_s = _lanes
     _lid0 = uint32(_l % 64)
     _lid1 = uint32((_l // 64) % 1)
     _lid2 = uint32(_l // 64)
@@ -31,12 +36,14 @@ def _vy_seg1(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
     _gid1 = uint32(_wg1 * uint32(1) + _lid1)
     _gid2 = uint32(_wg2 * uint32(1) + _lid2)
     _lane = uint32(_l & 31)
-    la4__sgop2[_l] = la1_v[_l]
+    la4_sgop_2[_l] = la1_v[_l]
     return False
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg2(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+def _vy_seg2(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
+    b0_x, b1_out = _bufs
+    la1_v, la4_sgop_2, la5_s = _lanes
     _lid0 = uint32(_l % 64)
     _lid1 = uint32((_l // 64) % 1)
     _lid2 = uint32(_l // 64)
@@ -50,47 +57,52 @@ def _vy_seg2(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_workgroup(_w, _gx, _gy, b0_x, b1_out):
+def _vy_workgroup(_w, _gx, _gy, _sbufs):
+    b0_x, b1_out = _sbufs
     _wg0 = uint32(_w % _gx)
     _wg1 = uint32((_w // _gx) % _gy)
     _wg2 = uint32(_w // (_gx * _gy))
+    _bufs = (b0_x, b1_out)
     la1_v = np.zeros(64, np.float32)
-    la4__sgop2 = np.zeros(64, np.float32)
+    la4_sgop_2 = np.zeros(64, np.float32)
     la5_s = np.zeros(64, np.float32)
+    _lanes = (la1_v, la4_sgop_2, la5_s)
     _r = False
     for _l in range(64):
-        if _vy_seg0(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+        if _vy_seg0(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
             _r = True
     if _r:
         return
     _r = False
     for _l in range(64):
-        if _vy_seg1(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+        if _vy_seg1(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
             _r = True
     if _r:
         return
     for _s in range(2):
         _b = _s * 32
-        _acc = la4__sgop2[_b]
+        _acc = la4_sgop_2[_b]
         for _k in range(1, 32):
-            _acc = (_acc + la4__sgop2[_b + _k])
+            _acc = (_acc + la4_sgop_2[_b + _k])
         for _k in range(32):
             la5_s[_b + _k] = _acc
     _r = False
     for _l in range(64):
-        if _vy_seg2(_l, _wg0, _wg1, _wg2, b0_x, b1_out, la1_v, la4__sgop2, la5_s):
+        if _vy_seg2(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
             _r = True
     if _r:
         return
 
 
-@numba.njit('void(float32[::1], float32[::1], int64, int64, int64)', parallel=False, cache=False, error_model='numpy')
+_SIG = _t.void(_t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=False), _t.int64, _t.int64, _t.int64)
+@numba.njit(_SIG, parallel=False, cache=False, error_model='numpy')
 def vyre_kernel(b0_x, b1_out, _gx, _gy, _gz):
+    _sbufs = (b0_x, b1_out)
     if _gx * _gy * _gz == 1:
-        _vy_workgroup(0, 1, 1, b0_x, b1_out)
+        _vy_workgroup(0, 1, 1, _sbufs)
         return
     for _w in numba.prange(_gx * _gy * _gz):
-        _vy_workgroup(_w, _gx, _gy, b0_x, b1_out)
+        _vy_workgroup(_w, _gx, _gy, _sbufs)
 
 
 VYRE_FLAT = False

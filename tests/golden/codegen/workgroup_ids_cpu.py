@@ -3,6 +3,7 @@ import math
 import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
+from numba import types as _t
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>
@@ -23,21 +24,25 @@ def _vy_invocation(_l, _wg0, _wg1, _wg2, b0_out):
         b0_out[_i1] = _wg0
     return False
 @numba.njit(cache=False, error_model='numpy')
-def _vy_workgroup(_w, _gx, _gy, b0_out):
+def _vy_workgroup(_w, _gx, _gy, _sbufs):
+    b0_out, = _sbufs
     _wg0 = uint32(_w % _gx)
     _wg1 = uint32((_w // _gx) % _gy)
     _wg2 = uint32(_w // (_gx * _gy))
+    _bufs = (b0_out,)
     for _l in range(64):
         _vy_invocation(_l, _wg0, _wg1, _wg2, b0_out)
 
 
-@numba.njit('void(uint32[::1], int64, int64, int64)', parallel=True, cache=False, error_model='numpy')
+_SIG = _t.void(_t.Array(uint32, 1, 'C', readonly=False), _t.int64, _t.int64, _t.int64)
+@numba.njit(_SIG, parallel=True, cache=False, error_model='numpy')
 def vyre_kernel(b0_out, _gx, _gy, _gz):
+    _sbufs = (b0_out,)
     if _gx * _gy * _gz == 1:
-        _vy_workgroup(0, 1, 1, b0_out)
+        _vy_workgroup(0, 1, 1, _sbufs)
         return
     for _w in numba.prange(_gx * _gy * _gz):
-        _vy_workgroup(_w, _gx, _gy, b0_out)
+        _vy_workgroup(_w, _gx, _gy, _sbufs)
 
 
 VYRE_FLAT = False
