@@ -15,12 +15,9 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import AutodiffError
-from ..ir.expr import (
-    Atomic, BinOp, Cast, Expr, Fma, LitF32, LitF64, Load, Select, SubgroupBallot, SubgroupReduce,
-    SubgroupShuffle, UnOp, children,
-)
+from ..ir.expr import Cast, Expr, LitF32, LitF64
 from ..ir.functions import inline_nodes
-from ..ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
+from ..ir.transform import map_exprs
 from ..ir.program import Program
 from ..ir.types import DataType
 from .runners import Grid, run_forward, vjp
@@ -28,59 +25,14 @@ from .runners import Grid, run_forward, vjp
 _F32, _F64 = DataType.F32, DataType.F64
 
 
-def _pe(e: Expr) -> Expr:
+def _promote(e: Expr) -> Expr:
+    """One node of the f32 -> f64 rewrite (children are already rewritten)."""
     match e:
         case LitF32():
             return LitF64(e.value)
-        case Cast(t, v):
-            return Cast(_F64 if t is _F32 else t, _pe(v))
-        case Load(b, i):
-            return Load(b, _pe(i))
-        case BinOp(op, a, b):
-            return BinOp(op, _pe(a), _pe(b))
-        case UnOp(op, a):
-            return UnOp(op, _pe(a))
-        case Select(c, a, b):
-            return Select(_pe(c), _pe(a), _pe(b))
-        case Fma(a, b, c):
-            return Fma(_pe(a), _pe(b), _pe(c))
-        case Atomic(op, buf, i, v, ex):
-            return Atomic(op, buf, _pe(i), _pe(v), None if ex is None else _pe(ex))
-        case SubgroupBallot(c):
-            return SubgroupBallot(_pe(c))
-        case SubgroupShuffle(v, lane):
-            return SubgroupShuffle(_pe(v), _pe(lane))
-        case SubgroupReduce(op, v):
-            return SubgroupReduce(op, _pe(v))
-        case _:
-            if list(children(e)):
-                raise TypeError(f"promote_f64: unexpected expression {e!r}")
-            return e
-
-
-def _pn(body: tuple[Node, ...]) -> tuple[Node, ...]:
-    out: list[Node] = []
-    for n in body:
-        match n:
-            case Let(name, v):
-                out.append(Let(name, _pe(v)))
-            case Assign(name, v):
-                out.append(Assign(name, _pe(v)))
-            case Store(b, i, v):
-                out.append(Store(b, _pe(i), _pe(v)))
-            case If(c, t, o):
-                out.append(If(_pe(c), _pn(t), _pn(o)))
-            case Loop(var, s, e, b):
-                out.append(Loop(var, _pe(s), _pe(e), _pn(b)))
-            case Block(b):
-                out.append(Block(_pn(b)))
-            case Region(g, b):
-                out.append(Region(g, _pn(b)))
-            case Barrier() | Return():
-                out.append(n)
-            case _:
-                raise TypeError(f"not a vyre node: {n!r}")
-    return tuple(out)
+        case Cast(t, v) if t is _F32:
+            return Cast(_F64, v)
+    return e
 
 
 def promote_f64(program: Program) -> Program:
@@ -88,7 +40,7 @@ def promote_f64(program: Program) -> Program:
     fns = {f.op_id: f for f in program.functions}
     body = inline_nodes(program.entry, fns) if fns else program.entry
     bufs = tuple(replace(b, element=_F64) if b.element is _F32 else b for b in program.buffers)
-    return Program(bufs, program.workgroup_size, _pn(body), ())
+    return Program(bufs, program.workgroup_size, map_exprs(body, _promote), ())
 
 
 def check_grad(program: Program, inputs: Mapping[str, np.ndarray], wrt: Sequence[str], *,

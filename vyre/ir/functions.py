@@ -5,12 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from .expr import (
-    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, FunctionDef, InvocationId, LitBool, LitF32,
-    LitF64, LitI32, LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId,
-    SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, children,
-)
-from .node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store, node_exprs, walk_nodes
+from .expr import Call, Expr, FunctionDef, Var, children
+from .node import Node, node_exprs, walk_nodes
+from .transform import map_expr, map_exprs
 
 _lock = threading.Lock()
 _registry: dict[str, FunctionDef] = {}
@@ -84,98 +81,20 @@ def functions_for(body: tuple[Node, ...]) -> tuple[FunctionDef, ...]:
 
 def substitute(e: Expr, env: Mapping[str, Expr]) -> Expr:
     """Replace ``Var(name)`` by ``env[name]`` throughout ``e``."""
-    match e:
-        case Var(name):
-            return env.get(name, e)
-        case (LitBool() | LitI32() | LitU32() | LitF32() | LitF64() | BufLen() | InvocationId()
-              | WorkgroupId() | LocalId() | SubgroupLocalId() | SubgroupSize()):
-            return e
-        case Load(b, i):
-            return Load(b, substitute(i, env))
-        case BinOp(op, a, b):
-            return BinOp(op, substitute(a, env), substitute(b, env))
-        case UnOp(op, a):
-            return UnOp(op, substitute(a, env))
-        case Select(c, a, b):
-            return Select(substitute(c, env), substitute(a, env), substitute(b, env))
-        case Cast(t, v):
-            return Cast(t, substitute(v, env))
-        case Fma(a, b, c):
-            return Fma(substitute(a, env), substitute(b, env), substitute(c, env))
-        case Atomic(op, buf, i, v, ex):
-            return Atomic(op, buf, substitute(i, env), substitute(v, env),
-                          None if ex is None else substitute(ex, env))
-        case SubgroupBallot(c):
-            return SubgroupBallot(substitute(c, env))
-        case SubgroupShuffle(v, lane):
-            return SubgroupShuffle(substitute(v, env), substitute(lane, env))
-        case SubgroupReduce(op, v):
-            return SubgroupReduce(op, substitute(v, env))
-        case Call(op_id, args):
-            return Call(op_id, tuple(substitute(a, env) for a in args))
-        case _:
-            raise TypeError(f"not a vyre expression: {e!r}")
+    return map_expr(e, lambda x: env.get(x.name, x) if isinstance(x, Var) else x)
 
 
 def inline_expr(e: Expr, functions: Mapping[str, FunctionDef]) -> Expr:
     """``e`` with every ``Call`` replaced by its function body (arguments substituted)."""
-    match e:
-        case Call(op_id, args):
-            fn = functions[op_id]
-            new_args = [inline_expr(a, functions) for a in args]
-            env = {p: a for (p, _), a in zip(fn.params, new_args, strict=True)}
-            return inline_expr(substitute(fn.body, env), functions)
-        case (Var() | LitBool() | LitI32() | LitU32() | LitF32() | LitF64() | BufLen()
-              | InvocationId() | WorkgroupId() | LocalId() | SubgroupLocalId() | SubgroupSize()):
-            return e
-        case Load(b, i):
-            return Load(b, inline_expr(i, functions))
-        case BinOp(op, a, b):
-            return BinOp(op, inline_expr(a, functions), inline_expr(b, functions))
-        case UnOp(op, a):
-            return UnOp(op, inline_expr(a, functions))
-        case Select(c, a, b):
-            return Select(inline_expr(c, functions), inline_expr(a, functions), inline_expr(b, functions))
-        case Cast(t, v):
-            return Cast(t, inline_expr(v, functions))
-        case Fma(a, b, c):
-            return Fma(inline_expr(a, functions), inline_expr(b, functions), inline_expr(c, functions))
-        case Atomic(op, buf, i, v, ex):
-            return Atomic(op, buf, inline_expr(i, functions), inline_expr(v, functions),
-                          None if ex is None else inline_expr(ex, functions))
-        case SubgroupBallot(c):
-            return SubgroupBallot(inline_expr(c, functions))
-        case SubgroupShuffle(v, lane):
-            return SubgroupShuffle(inline_expr(v, functions), inline_expr(lane, functions))
-        case SubgroupReduce(op, v):
-            return SubgroupReduce(op, inline_expr(v, functions))
-        case _:
-            raise TypeError(f"not a vyre expression: {e!r}")
+    def inline(x: Expr) -> Expr:
+        if not isinstance(x, Call):
+            return x
+        fn = functions[x.op_id]
+        env = {p: a for (p, _), a in zip(fn.params, x.args, strict=True)}  # args are inlined already
+        return inline_expr(substitute(fn.body, env), functions)
+
+    return map_expr(e, inline)
 
 
 def inline_nodes(body: tuple[Node, ...], functions: Mapping[str, FunctionDef]) -> tuple[Node, ...]:
-    def ie(e: Expr) -> Expr:
-        return inline_expr(e, functions)
-
-    out: list[Node] = []
-    for n in body:
-        match n:
-            case Let(name, v):
-                out.append(Let(name, ie(v)))
-            case Assign(name, v):
-                out.append(Assign(name, ie(v)))
-            case Store(b, i, v):
-                out.append(Store(b, ie(i), ie(v)))
-            case If(c, t, o):
-                out.append(If(ie(c), inline_nodes(t, functions), inline_nodes(o, functions)))
-            case Loop(var, s, e, body2):
-                out.append(Loop(var, ie(s), ie(e), inline_nodes(body2, functions)))
-            case Block(b2):
-                out.append(Block(inline_nodes(b2, functions)))
-            case Region(g, b2):
-                out.append(Region(g, inline_nodes(b2, functions)))
-            case Barrier() | Return():
-                out.append(n)
-            case _:
-                raise TypeError(f"not a vyre node: {n!r}")
-    return tuple(out)
+    return map_exprs(body, lambda x: inline_expr(x, functions) if isinstance(x, Call) else x)
