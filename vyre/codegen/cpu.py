@@ -291,7 +291,12 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
     # numba-level inlining: LLVM alone leaves these calls in the hot loop (measured: 2x slower)
     njit_inline = f"numba.njit(cache={cache}, error_model='numpy', inline='always')"
     storage_params = "".join(f"{n}, " for n in storage_names)
-    kernel_decl = f"@numba.njit(_SIG, parallel={par}, cache={cache}, error_model='numpy')"
+    # Two entry points: ``vyre_kernel`` (serial, compiled eagerly) and, when the program is race
+    # free, ``vyre_kernel_parallel`` (prange over chunks / workgroups), compiled lazily on the first
+    # dispatch large enough to use it: most dispatches of small problems never pay for numba's
+    # (slower) parallel compilation.
+    serial_decl = f"@numba.njit(_SIG, cache={cache}, error_model='numpy')"
+    parallel_decl = f"@numba.njit(parallel=True, cache={cache}, error_model='numpy')"
     out: list[str] = []
     # Buffers reach the per-invocation function as separate arguments, which numba inlines; past
     # _MAX_ARGS they travel as one tuple (CPython turns calls of more than 30 arguments into a
@@ -313,20 +318,21 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
         em.emit(1, "_gid2 = uint32(0)")
         em.block(program.entry, {}, 1)
         em.emit(1, "return False")
-        out = [*em.lines, "", "", f"_SIG = {_sig(program, ('int64', 'int64'))}", kernel_decl,
-               f"def vyre_kernel({storage_params}_n, _chunk):",
-               *([f"    _bufs = {_tuple(storage_names)}"] if packed else []),
-               "    _nc = (_n + _chunk - 1) // _chunk",
-               "    if _nc <= 1:  # one chunk: skip the thread pool (its wake-up dominates small dispatches)",
-               "        for _g in range(_n):",
-               f"            _vy_invocation(uint32(_g), {inv_params(storage_names)})",
-               "        return",
-               "    for _c in numba.prange(_nc):",
-               "        _lo = _c * _chunk",
-               "        _hi = min(_lo + _chunk, _n)",
-               "        for _g in range(_lo, _hi):",
-               f"            _vy_invocation(uint32(_g), {inv_params(storage_names)})",
-               "", "", "VYRE_FLAT = True"]
+        call = f"_vy_invocation(uint32(_g), {inv_params(storage_names)})"
+        pack = [f"    _bufs = {_tuple(storage_names)}"] if packed else []
+        out = [*em.lines, "", "", f"_SIG = {_sig(program, ('int64', 'int64'))}", serial_decl,
+               f"def vyre_kernel({storage_params}_n, _chunk):", *pack,
+               "    for _g in range(_n):", f"        {call}"]
+        if par:
+            out += ["", "", parallel_decl,
+                    f"def vyre_kernel_parallel({storage_params}_n, _chunk):", *pack,
+                    "    _nc = (_n + _chunk - 1) // _chunk",
+                    "    for _c in numba.prange(_nc):",
+                    "        _lo = _c * _chunk",
+                    "        _hi = min(_lo + _chunk, _n)",
+                    "        for _g in range(_lo, _hi):",
+                    f"            {call}"]
+        out += ["", "", "VYRE_FLAT = True", f"VYRE_PARALLEL = {par}"]
         return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n\n" + "\n".join(out) + "\n"
     if not lockstep:
         em.emit(0, f"@{inv_deco}")
@@ -366,15 +372,18 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
         out.append(f"    {src[b.name]} = np.zeros({b.count}, np.{_np_name(b.element)})")
     out.append(f"    _bufs = {_tuple(all_names)}")
     out += ["    " + line for line in wg_body]
-    out += ["", "", f"_SIG = {_sig(program, ('int64', 'int64', 'int64'))}", kernel_decl]
-    out.append(f"def vyre_kernel({storage_params}_gx, _gy, _gz):")
-    out.append(f"    _sbufs = {_tuple(storage_names)}")
-    out.append("    if _gx * _gy * _gz == 1:")
-    out.append("        _vy_workgroup(0, 1, 1, _sbufs)")
-    out.append("        return")
-    out.append("    for _w in numba.prange(_gx * _gy * _gz):")
-    out.append("        _vy_workgroup(_w, _gx, _gy, _sbufs)")
-    out += ["", "", "VYRE_FLAT = False"]
+    out += ["", "", f"_SIG = {_sig(program, ('int64', 'int64', 'int64'))}", serial_decl,
+            f"def vyre_kernel({storage_params}_gx, _gy, _gz):",
+            f"    _sbufs = {_tuple(storage_names)}",
+            "    for _w in range(_gx * _gy * _gz):",
+            "        _vy_workgroup(_w, _gx, _gy, _sbufs)"]
+    if par:
+        out += ["", "", parallel_decl,
+                f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
+                f"    _sbufs = {_tuple(storage_names)}",
+                "    for _w in numba.prange(_gx * _gy * _gz):",
+                "        _vy_workgroup(_w, _gx, _gy, _sbufs)"]
+    out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
     return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n\n" + "\n".join(out) + "\n"
 
 

@@ -20,6 +20,9 @@ from .bind import bind_host_arrays, check_names, storage_buffers
 from .geometry import default_grid
 
 Grid = int | Sequence[int]
+# CPU dispatches of fewer invocations run the serial kernel: below this the thread pool's wake-up
+# costs more than it saves, and the parallel kernel is not even compiled until needed.
+PARALLEL_MIN_INVOCATIONS = 1 << 15
 # os.environ's own dict (bytes keys on POSIX): a membership test there costs no encoding, which
 # matters on the cached dispatch path.
 _ENV: Any = getattr(os.environ, "_data", os.environ)
@@ -96,6 +99,7 @@ class Kernel:
     flat: bool = False
     launch: Launch | None = None
     _fast: Any = field(repr=False, default=None)
+    _fn_parallel: Any = field(repr=False, default=None)
 
     def default_launch(self, invocations: int) -> Launch:
         if self.backend == "cpu":
@@ -115,6 +119,13 @@ class Kernel:
     def writable(self) -> list[BufferDecl]:
         return [b for b in self.storage if b.access.writable]
 
+    def _cpu_entry(self, invocations: int, splittable: bool) -> Any:
+        """The serial kernel, or the parallel one (compiled on first use) for problems big enough
+        to pay for the thread pool."""
+        if self._fn_parallel is not None and splittable and invocations >= PARALLEL_MIN_INVOCATIONS:
+            return self._fn_parallel
+        return self._fn
+
     def __call__(self, inputs: Mapping[str, Any], *, grid: Grid | None = None,
                  return_device: bool | None = None) -> dict[str, Any]:
         if self.backend in ("cuda", "cudasim"):
@@ -133,9 +144,12 @@ class Kernel:
                                     "Fix: pass grid=(n_workgroups,)")
             n = g[0] * self.program.workgroup_size[0]
             la = self.launch or self.default_launch(n)
-            self._fn(*(arrays[b.name] for b in self.storage), n, la.wg * la.ipt)
+            chunk = la.wg * la.ipt
+            fn = self._cpu_entry(n, n > chunk)
+            fn(*(arrays[b.name] for b in self.storage), n, chunk)
         else:
-            self._fn(*(arrays[b.name] for b in self.storage), *g)
+            fn = self._cpu_entry(g[0] * g[1] * g[2] * self.program.workgroup_invocations, g != (1, 1, 1))
+            fn(*(arrays[b.name] for b in self.storage), *g)
         return {b.name: _shaped(inputs.get(b.name), arrays[b.name]) for b in self.writable}
 
 
@@ -176,7 +190,10 @@ def compile(program: Program, backend: str | None = None, *, parallel: bool = Tr
         source = emit_cuda(program, cache=disk_cache and b == "cuda", simulator=b == "cudasim")
     mod, hit = cache.load_module(b, key, source, use_disk=disk_cache and b != "cudasim")
     fn = mod.vyre_kernel
-    return Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn, bool(mod.VYRE_FLAT))
+    k = Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn, bool(mod.VYRE_FLAT))
+    if getattr(mod, "VYRE_PARALLEL", False):
+        k._fn_parallel = mod.vyre_kernel_parallel
+    return k
 
 
 _kernels: dict[tuple[bytes, str, tuple[int, int, int]], Kernel] = {}

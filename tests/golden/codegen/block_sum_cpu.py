@@ -93,14 +93,12 @@ def _vy_workgroup(_w, _gx, _gy, _sbufs):
 
 
 _SIG = _t.void(_t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=False), _t.int64, _t.int64, _t.int64)
-@numba.njit(_SIG, parallel=False, cache=False, error_model='numpy')
+@numba.njit(_SIG, cache=False, error_model='numpy')
 def vyre_kernel(b0_x, b1_out, _gx, _gy, _gz):
     _sbufs = (b0_x, b1_out)
-    if _gx * _gy * _gz == 1:
-        _vy_workgroup(0, 1, 1, _sbufs)
-        return
-    for _w in numba.prange(_gx * _gy * _gz):
+    for _w in range(_gx * _gy * _gz):
         _vy_workgroup(_w, _gx, _gy, _sbufs)
 
 
 VYRE_FLAT = False
+VYRE_PARALLEL = False

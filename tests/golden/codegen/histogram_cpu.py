@@ -21,18 +21,11 @@ def _vy_invocation(_gid0, b0_keys, b1_counts):
 
 
 _SIG = _t.void(_t.Array(uint32, 1, 'C', readonly=True), _t.Array(uint32, 1, 'C', readonly=False), _t.int64, _t.int64)
-@numba.njit(_SIG, parallel=False, cache=False, error_model='numpy')
+@numba.njit(_SIG, cache=False, error_model='numpy')
 def vyre_kernel(b0_keys, b1_counts, _n, _chunk):
-    _nc = (_n + _chunk - 1) // _chunk
-    if _nc <= 1:  # one chunk: skip the thread pool (its wake-up dominates small dispatches)
-        for _g in range(_n):
-            _vy_invocation(uint32(_g), b0_keys, b1_counts)
-        return
-    for _c in numba.prange(_nc):
-        _lo = _c * _chunk
-        _hi = min(_lo + _chunk, _n)
-        for _g in range(_lo, _hi):
-            _vy_invocation(uint32(_g), b0_keys, b1_counts)
+    for _g in range(_n):
+        _vy_invocation(uint32(_g), b0_keys, b1_counts)
 
 
 VYRE_FLAT = True
+VYRE_PARALLEL = False

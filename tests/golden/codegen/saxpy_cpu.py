@@ -21,13 +21,15 @@ def _vy_invocation(_gid0, b0_a, b1_x, b2_y, b3_out):
 
 
 _SIG = _t.void(_t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=False), _t.int64, _t.int64)
-@numba.njit(_SIG, parallel=True, cache=False, error_model='numpy')
+@numba.njit(_SIG, cache=False, error_model='numpy')
 def vyre_kernel(b0_a, b1_x, b2_y, b3_out, _n, _chunk):
+    for _g in range(_n):
+        _vy_invocation(uint32(_g), b0_a, b1_x, b2_y, b3_out)
+
+
+@numba.njit(parallel=True, cache=False, error_model='numpy')
+def vyre_kernel_parallel(b0_a, b1_x, b2_y, b3_out, _n, _chunk):
     _nc = (_n + _chunk - 1) // _chunk
-    if _nc <= 1:  # one chunk: skip the thread pool (its wake-up dominates small dispatches)
-        for _g in range(_n):
-            _vy_invocation(uint32(_g), b0_a, b1_x, b2_y, b3_out)
-        return
     for _c in numba.prange(_nc):
         _lo = _c * _chunk
         _hi = min(_lo + _chunk, _n)
@@ -36,3 +38,4 @@ def vyre_kernel(b0_a, b1_x, b2_y, b3_out, _n, _chunk):
 
 
 VYRE_FLAT = True
+VYRE_PARALLEL = True

@@ -35,14 +35,19 @@ def _vy_workgroup(_w, _gx, _gy, _sbufs):
 
 
 _SIG = _t.void(_t.Array(uint32, 1, 'C', readonly=False), _t.int64, _t.int64, _t.int64)
-@numba.njit(_SIG, parallel=True, cache=False, error_model='numpy')
+@numba.njit(_SIG, cache=False, error_model='numpy')
 def vyre_kernel(b0_out, _gx, _gy, _gz):
     _sbufs = (b0_out,)
-    if _gx * _gy * _gz == 1:
-        _vy_workgroup(0, 1, 1, _sbufs)
-        return
+    for _w in range(_gx * _gy * _gz):
+        _vy_workgroup(_w, _gx, _gy, _sbufs)
+
+
+@numba.njit(parallel=True, cache=False, error_model='numpy')
+def vyre_kernel_parallel(b0_out, _gx, _gy, _gz):
+    _sbufs = (b0_out,)
     for _w in numba.prange(_gx * _gy * _gz):
         _vy_workgroup(_w, _gx, _gy, _sbufs)
 
 
 VYRE_FLAT = False
+VYRE_PARALLEL = True
