@@ -1,5 +1,5 @@
 """CPU benchmark: the fused chain on vyre's CPU backend vs numpy (and dispatch overhead), on this
-machine. Prints a markdown table; ``--record`` appends it to BENCHMARKS.md with machine, date, commit.
+machine. Prints a markdown table (machine, date, commit); ``--record`` appends it to BENCHMARKS.md.
 
     python bench/cpu_bench.py [--n 22] [--record]
 """
@@ -104,13 +104,13 @@ def main() -> None:
         "",
         f"n = 2^{args.n} float32; median of 15 runs; first call (compile or disk-cache load) {first:.2f} s.",
         "",
-        "| what | time (ms) | vs numpy |",
+        "| what | time (ms) | speed-up vs numpy |",
         "|---|---|---|",
-        f"| vyre cpu: fused chain exp(x)*y+sin(x)*x | {t_vyre * 1e3:.2f} | {t_np / t_vyre:.2f}x faster |",
+        f"| vyre cpu: fused chain exp(x)*y+sin(x)*x | {t_vyre * 1e3:.2f} | {t_np / t_vyre:.2f}x |",
         f"| numpy: same chain (4 temporaries) | {t_np * 1e3:.2f} | 1.00x |",
-        f"| vyre cpu: arithmetic chain ((0.5x+y)x - y^2)/4 + x | {t_poly * 1e3:.2f} | {t_npoly / t_poly:.2f}x faster |",
+        f"| vyre cpu: arithmetic chain ((0.5x+y)x - y^2)/4 + x | {t_poly * 1e3:.2f} | {t_npoly / t_poly:.2f}x |",
         f"| numpy: same arithmetic chain | {t_npoly * 1e3:.2f} | 1.00x |",
-        f"| vyre cpu: fused value+grad kernel + sum | {t_vg * 1e3:.2f} | {t_npvg / t_vg:.2f}x faster |",
+        f"| vyre cpu: fused value+grad kernel + sum | {t_vg * 1e3:.2f} | {t_npvg / t_vg:.2f}x |",
         f"| numpy: value and hand-written gradient | {t_npvg * 1e3:.2f} | 1.00x |",
         f"| vyre.dispatch of a cached CPU kernel, 1024 elements (overhead) | {t_small * 1e3:.4f} | |",
         "",
@@ -119,8 +119,8 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.record:
-        with open(ROOT / "bench" / "results-cpu.md", "a") as f:
-            f.write(text + "\n\n")
+        with open(ROOT / "BENCHMARKS.md", "a") as f:
+            f.write("\n" + text + "\n")
 
 
 if __name__ == "__main__":
