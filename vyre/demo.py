@@ -25,7 +25,7 @@ from .ir import DataType, Program, buflen, gid, if_, let, output, read, store, v
 class Row:
     step: str
     backend: str
-    compile_s: float
+    compile_s: float | None
     run_s: float
     max_err: float
     cache_hit: bool | None
@@ -116,7 +116,7 @@ def fit_step(backend: str, n: int, rng: np.random.Generator) -> Row:
     a = np.stack([x.astype(np.float64), np.ones(n)], axis=1)
     w_ref, b_ref = np.linalg.lstsq(a, t.astype(np.float64), rcond=None)[0]
     err = abs(float(w[0]) - w_ref) + abs(float(b[0]) - b_ref)
-    return Row(f"least-squares fit, {steps} GD steps (fwd+bwd kernels), n={n}", backend, 0.0, run_s,
+    return Row(f"least-squares fit, {steps} GD steps (fwd+bwd kernels), n={n}", backend, None, run_s,
                err, None, err < 1e-3)
 
 
@@ -134,7 +134,7 @@ def gradcheck_step(backend: str, n: int, rng: np.random.Generator) -> Row:
     xs, ys = rng.standard_normal(m).astype(np.float32), rng.standard_normal(m).astype(np.float32)
     worst = max(worst, check_grad(chain, {"x": xs, "y": ys, "out": np.zeros(m, np.float32)}, ["x", "y"],
                                   backend=backend))
-    return Row("gradients vs finite differences (f64 fit, f32 chain)", backend, 0.0,
+    return Row("gradients vs finite differences (f64 fit, f32 chain)", backend, None,
                time.perf_counter() - t0, worst, None, True)
 
 
@@ -151,7 +151,7 @@ def run_demo(backend: str | None = None, n: int | None = None, seed: int = 0) ->
 def format_rows(rows: list[Row], backend: str) -> str:
     head = f"vyre demo — backend {backend} ({device_name(backend)})"
     cols = ("step", "compile", "run", "max err", "cache", "check")
-    data = [(r.step, f"{r.compile_s * 1e3:.1f} ms", f"{r.run_s * 1e3:.3f} ms", f"{r.max_err:.2e}",
+    data = [(r.step, "-" if r.compile_s is None else f"{r.compile_s * 1e3:.1f} ms", f"{r.run_s * 1e3:.3f} ms", f"{r.max_err:.2e}",
              "-" if r.cache_hit is None else ("hit" if r.cache_hit else "miss"), "ok" if r.ok else "FAIL")
             for r in rows]
     widths = [max(len(c), *(len(d[i]) for d in data)) for i, c in enumerate(cols)]
