@@ -151,8 +151,9 @@ def run_demo(backend: str | None = None, n: int | None = None, seed: int = 0) ->
 def format_rows(rows: list[Row], backend: str) -> str:
     head = f"vyre demo — backend {backend} ({device_name(backend)})"
     cols = ("step", "compile", "run", "max err", "cache", "check")
-    data = [(r.step, "-" if r.compile_s is None else f"{r.compile_s * 1e3:.1f} ms", f"{r.run_s * 1e3:.3f} ms", f"{r.max_err:.2e}",
-             "-" if r.cache_hit is None else ("hit" if r.cache_hit else "miss"), "ok" if r.ok else "FAIL")
+    data = [(r.step, "-" if r.compile_s is None else f"{r.compile_s * 1e3:.1f} ms", f"{r.run_s * 1e3:.3f} ms",
+             f"{r.max_err:.2e}", "-" if r.cache_hit is None else ("hit" if r.cache_hit else "miss"),
+             "ok" if r.ok else "FAIL")
             for r in rows]
     widths = [max(len(c), *(len(d[i]) for d in data)) for i, c in enumerate(cols)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
