@@ -146,24 +146,29 @@ def overhead():
     args = {"a": a, "b": b, "o": o}
     vyre.dispatch(prog, args, backend="cuda")
     assert float(o[5]) == 2.0
-    t_vyre = host_time_per_call(lambda: vyre.dispatch(prog, args, backend="cuda"))
     k = vcompile(prog, "cuda")
     from numba import cuda
 
     na, nb, no = cuda.as_cuda_array(a), cuda.as_cuda_array(b), cuda.as_cuda_array(o)
     blocks = (n + 255) // 256
-    if k.flat:
-        t_numba = host_time_per_call(lambda: k._fn[blocks, 256](na, nb, no, n, 1))
-    else:
-        t_numba = host_time_per_call(lambda: k._fn[blocks, 256](na, nb, no))
     add = cp.ElementwiseKernel("float32 a, float32 b", "float32 o", "o = a + b", "add3")
-    t_cupy = host_time_per_call(lambda: add(a, b, o))
     ta, tb, to = (torch.ones(n, device="cuda"), torch.ones(n, device="cuda"), torch.zeros(n, device="cuda"))
-    t_torch = host_time_per_call(lambda: torch.add(ta, tb, out=to))
-    print("| launcher | us per call |\n|---|---|")
-    for name, t in [("vyre.dispatch (cached path)", t_vyre), ("numba kernel[grid, block](...)", t_numba),
-                    ("CuPy ElementwiseKernel", t_cupy), ("PyTorch torch.add(out=)", t_torch)]:
-        print(f"| {name} | {t * 1e6:.2f} |")
+    launchers = {
+        "vyre.dispatch (cached path)": lambda: vyre.dispatch(prog, args, backend="cuda"),
+        "numba kernel[grid, block](...)": (lambda: k._fn[blocks, 256](na, nb, no, n, 1)) if k.flat
+        else (lambda: k._fn[blocks, 256](na, nb, no)),
+        "CuPy ElementwiseKernel": lambda: add(a, b, o),
+        "PyTorch torch.add(out=)": lambda: torch.add(ta, tb, out=to),
+    }
+    # interleaved rounds, so drifts of the host (clock, other tenants) hit every launcher alike
+    samples: dict[str, list[float]] = {name: [] for name in launchers}
+    for _ in range(5):
+        for name, fn in launchers.items():
+            samples[name].append(host_time_per_call(fn, n=10000))
+    print("| launcher | us per call (median of 5 interleaved rounds) | min | max |\n|---|---|---|---|")
+    for name, ts in samples.items():
+        print(f"| {name} | {statistics.median(ts) * 1e6:.2f} | {min(ts) * 1e6:.2f} | {max(ts) * 1e6:.2f} |")
+    t_vyre, t_numba, t_cupy, t_torch = (statistics.median(ts) for ts in samples.values())
     RESULTS["overhead_us"] = {"vyre": t_vyre * 1e6, "numba": t_numba * 1e6, "cupy": t_cupy * 1e6,
                               "torch": t_torch * 1e6}
 
