@@ -83,8 +83,8 @@ class CpuTarget:
     def ret(self) -> list[str]:
         return ["return True"]
 
-    def subgroup(self, e: Expr, dest: str, t: DataType, operand: Callable[[Expr], str],
-                 operand_type: DataType, fresh: Callable[[str], str]) -> list[str]:
+    def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
+                 fresh: Callable[[str], str]) -> list[str]:
         raise CodegenError("subgroup op reached the per-invocation CPU emitter (internal). Fix: report this bug")
 
 

@@ -50,10 +50,10 @@ class CudaTarget:
     def ret(self) -> list[str]:
         return ["return"]
 
-    def subgroup(self, e: Expr, dest: str, t: DataType, operand: Callable[[Expr], str],
-                 operand_type: DataType, fresh: Callable[[str], str]) -> list[str]:
+    def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
+                 fresh: Callable[[str], str]) -> list[str]:
         if self.emulate_subgroups:
-            return self._emulated(e, t, operand, operand_type, fresh)
+            return self._emulated(e, operand, operand_type, fresh)
         match e:
             case SubgroupBallot(c):
                 return [f"{{dest}} = uint32(cuda.ballot_sync({FULL_MASK}, {operand(c)}))"]
@@ -74,8 +74,8 @@ class CudaTarget:
         raise CodegenError(f"not a subgroup op: {e!r}")
 
 
-    def _emulated(self, e: Expr, t: DataType, operand: Callable[[Expr], str],
-                  operand_type: DataType, fresh: Callable[[str], str]) -> list[str]:
+    def _emulated(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
+                  fresh: Callable[[str], str]) -> list[str]:
         st = DataType.U32 if operand_type is DataType.BOOL else operand_type
         self.scratch_types.add(st)
         scratch = f"_sgs_{st.short}"

@@ -42,8 +42,8 @@ class Target(Protocol):
     def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
                expected: str | None, zero: str) -> str: ...
     def barrier(self) -> list[str]: ...
-    def subgroup(self, e: Expr, dest: str, t: DataType, operand: Callable[[Expr], str],
-                 operand_type: DataType, fresh: Callable[[str], str]) -> list[str]: ...
+    def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
+                 fresh: Callable[[str], str]) -> list[str]: ...
     def ret(self) -> list[str]: ...
 
 
@@ -210,7 +210,7 @@ class Emitter:
                     operand = value.cond if isinstance(value, SubgroupBallot) else value.value
                     ot = self.type_of(operand, scope)
                     inner = dict(scope)
-                    lines = self.target.subgroup(value, "", t, lambda x: self.expr(x, inner), ot, self.fresh)
+                    lines = self.target.subgroup(value, lambda x: self.expr(x, inner), ot, self.fresh)
                     dest = self.let_target(name, t, scope)
                     for line in lines:
                         self.emit(indent, line.replace("{dest}", dest))

@@ -157,9 +157,6 @@ def _shaped(given: Any, flat: np.ndarray) -> np.ndarray:
     return given if isinstance(given, np.ndarray) else flat
 
 
-_DEFAULT_OPTIONS: dict[str, Any] = {"parallel": True}
-
-
 def compile(program: Program, backend: str | None = None, *, parallel: bool = True,
             disk_cache: bool = True) -> Kernel:
     """Validate ``program`` and compile it for ``backend`` (default: CUDA if usable, else CPU).
