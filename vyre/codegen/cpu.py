@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CodegenError
 from ..ir import (
-    Assign, Atomic, AtomicOp, Barrier, Block, DataType, Expr, Let, Loop, Node, Program, Region,
+    Assign, Atomic, AtomicOp, Barrier, Block, DataType, Expr, Let, Loop, Node, Program, Region, Return,
     SubgroupBallot, SubgroupReduce, SubgroupShuffle, walk_nodes,
 )
 from .emit import CODEGEN_VERSION, Binding, Emitter, uses
@@ -80,8 +80,13 @@ class CpuTarget:
     def barrier(self) -> list[str]:
         raise CodegenError("Barrier reached the per-invocation CPU emitter (internal). Fix: report this bug")
 
+    # The body of an invocation is emitted inline in the loop over invocations (a call per
+    # invocation would cost numba a reference-count round trip per array argument: measured 200x
+    # slower for 8 arrays). ``Return`` then leaves the invocation through a one-trip loop.
+    flag_returns: bool = True
+
     def ret(self) -> list[str]:
-        return ["return True"]
+        return ["_ret = True", "break"]
 
     def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
                  fresh: Callable[[str], str]) -> list[str]:
@@ -123,7 +128,7 @@ class _Lockstep:
     program: Program
     em: Emitter
     params: str  # the packed buffer and lane-array tuples passed to every segment
-    segments: list[list[str]] = field(default_factory=list)
+    segments: list[tuple[list[str], bool]] = field(default_factory=list)  # body, has a Return
     lane_arrays: list[tuple[str, DataType]] = field(default_factory=list)
     loop_vars: list[str] = field(default_factory=list)
     seg_loops: list[list[str]] = field(default_factory=list)
@@ -157,18 +162,14 @@ class _Lockstep:
                 t = em.type_of(n.value, scope)
                 rhs = em.atomic(n.value, scope) if isinstance(n.value, Atomic) else em.expr(n.value, scope)
                 arr = self.lane_array(n.name, t, scope)
-                em.emit(1, f"{arr}[_l] = {rhs}")
+                em.emit(0, f"{arr}[_l] = {rhs}")
             else:
-                em.stmt(n, scope, 1)
+                em.stmt(n, scope, 0)
         body = em.lines
         em.lines = outer_lines
-        self.segments.append(body)
+        self.segments.append((body, _has_return(tuple(stmts))))
         self.seg_loops.append(list(self.loop_vars))
-        em.emit(indent, "_r = False")
-        em.emit(indent, f"for _l in range({self.program.workgroup_invocations}):")
-        em.emit(indent + 1, f"if _vy_seg{k}(_l, _wg0, _wg1, _wg2, {self.params}{self.loop_args()}):")
-        em.emit(indent + 2, "_r = True")
-        em.emit(indent, "if _r:")
+        em.emit(indent, f"if _vy_seg{k}(_wg0, _wg1, _wg2, {self.params}{self.loop_args()}):")
         em.emit(indent + 1, "return")
 
     def loop_args(self) -> str:
@@ -257,24 +258,38 @@ def _uses_subgroup(program: Program) -> bool:
     return uses(program, (SubgroupBallot, SubgroupShuffle, SubgroupReduce))
 
 
-_MAX_ARGS = 24
-
-
 def _tuple(names: list[str]) -> str:
     return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
 
 
 def _unpack(names: list[str], packed: str) -> list[str]:
-    """Lines unpacking ``packed`` into ``names``. Buffers travel between the generated functions
-    as one tuple: CPython compiles calls with more than 30 arguments into a form numba rejects."""
+    """Lines unpacking ``packed`` into ``names`` (buffers and lane arrays reach the segment
+    functions as tuples: CPython compiles calls of more than 30 arguments into a form numba rejects)."""
     if not names:
         return []
     return ["    " + ", ".join(names) + ("," if len(names) == 1 else "") + f" = {packed}"]
 
 
+def _has_return(body: tuple[Node, ...]) -> bool:
+    return any(isinstance(n, Return) for n in walk_nodes(body))
+
+
+def _indented(lines: list[str], depth: int) -> list[str]:
+    return ["    " * depth + line for line in lines]
+
+
+def _invocation(body_lines: list[str], has_return: bool, depth: int) -> list[str]:
+    """One invocation's statements at ``depth``; a ``Return`` breaks out of a one-trip loop."""
+    if not has_return:
+        return _indented(body_lines or ["pass"], depth)
+    return _indented(["_ret = False", "for _once in range(1):"], depth) + _indented(body_lines or ["pass"],
+                                                                                    depth + 1)
+
+
 def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) -> str:
     """Python source of a module defining ``vyre_kernel`` for ``program``: ``(*buffers, gx, gy, gz)``,
-    or ``(*buffers, n_invocations, chunk)`` for a flat kernel (``VYRE_FLAT``)."""
+    or ``(*buffers, n_invocations, chunk)`` for a flat kernel (``VYRE_FLAT``); and, when the
+    program is race free, ``vyre_kernel_parallel`` with the same arguments (``VYRE_PARALLEL``)."""
     program = inline_calls(program)
     storage = [b for b in program.buffers if not b.is_workgroup]
     shared = [b for b in program.buffers if b.is_workgroup]
@@ -288,8 +303,6 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
     em = Emitter(program, CpuTarget(), src)
     wg = program.workgroup_size
     njit = f"numba.njit(cache={cache}, error_model='numpy')"
-    # numba-level inlining: LLVM alone leaves these calls in the hot loop (measured: 2x slower)
-    njit_inline = f"numba.njit(cache={cache}, error_model='numpy', inline='always')"
     storage_params = "".join(f"{n}, " for n in storage_names)
     # Two entry points: ``vyre_kernel`` (serial, compiled eagerly) and, when the program is race
     # free, ``vyre_kernel_parallel`` (prange over chunks / workgroups), compiled lazily on the first
@@ -297,81 +310,67 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
     # (slower) parallel compilation.
     serial_decl = f"@numba.njit(_SIG, cache={cache}, error_model='numpy')"
     parallel_decl = f"@numba.njit(parallel=True, cache={cache}, error_model='numpy')"
+    shared_allocs = [f"{src[b.name]} = np.zeros({b.count}, np.{_np_name(b.element)})" for b in shared]
+    wg_ids = ["_wg0 = uint32(_w % _gx)", "_wg1 = uint32((_w // _gx) % _gy)", "_wg2 = uint32(_w // (_gx * _gy))"]
     out: list[str] = []
-    # Buffers reach the per-invocation function as separate arguments, which numba inlines; past
-    # _MAX_ARGS they travel as one tuple (CPython turns calls of more than 30 arguments into a
-    # form numba rejects) and that function is not inlined (numba miscompiles parfors that inline
-    # a function writing through a tuple of arrays: measured, the stores were lost).
-    packed = len(all_names) > _MAX_ARGS
-    inv_deco = njit if packed else njit_inline
-
-    def inv_params(names: list[str]) -> str:
-        return "_bufs" if packed else ", ".join(names)
-
     if is_tunable(program):
         # Flat form (vyre.codegen.flat): vyre_kernel(*bufs, n_invocations, chunk).
-        em.emit(0, f"@{inv_deco}")
-        em.emit(0, f"def _vy_invocation(_gid0, {inv_params(storage_names)}):")
-        if packed:
-            em.lines += _unpack(storage_names, "_bufs")
-        em.emit(1, "_gid1 = uint32(0)")
-        em.emit(1, "_gid2 = uint32(0)")
-        em.block(program.entry, {}, 1)
-        em.emit(1, "return False")
-        call = f"_vy_invocation(uint32(_g), {inv_params(storage_names)})"
-        pack = [f"    _bufs = {_tuple(storage_names)}"] if packed else []
-        out = [*em.lines, "", "", f"_SIG = {_sig(program, ('int64', 'int64'))}", serial_decl,
-               f"def vyre_kernel({storage_params}_n, _chunk):", *pack,
-               "    for _g in range(_n):", f"        {call}"]
+        em.block(program.entry, {}, 0)
+        inv = ["_gid0 = uint32(_g)", "_gid1 = uint32(0)", "_gid2 = uint32(0)",
+               *_invocation(em.lines, _has_return(program.entry), 0)]
+        out = ["", "", f"_SIG = {_sig(program, ('int64', 'int64'))}", serial_decl,
+               f"def vyre_kernel({storage_params}_n, _chunk):",
+               "    for _g in range(_n):", *_indented(inv, 2)]
         if par:
             out += ["", "", parallel_decl,
-                    f"def vyre_kernel_parallel({storage_params}_n, _chunk):", *pack,
+                    f"def vyre_kernel_parallel({storage_params}_n, _chunk):",
                     "    _nc = (_n + _chunk - 1) // _chunk",
                     "    for _c in numba.prange(_nc):",
                     "        _lo = _c * _chunk",
                     "        _hi = min(_lo + _chunk, _n)",
-                    "        for _g in range(_lo, _hi):",
-                    f"            {call}"]
+                    "        for _g in range(_lo, _hi):", *_indented(inv, 3)]
         out += ["", "", "VYRE_FLAT = True", f"VYRE_PARALLEL = {par}"]
-        return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n\n" + "\n".join(out) + "\n"
+        return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n" + "\n".join(out) + "\n"
     if not lockstep:
-        em.emit(0, f"@{inv_deco}")
-        em.emit(0, f"def _vy_invocation(_l, _wg0, _wg1, _wg2, {inv_params(all_names)}):")
-        if packed:
-            em.lines += _unpack(all_names, "_bufs")
-        _ids(em, 1, wg)
-        em.block(program.entry, {}, 1)
-        em.emit(1, "return False")
-        out += em.lines
-        em.lines = []
-        wg_body = [f"for _l in range({program.workgroup_invocations}):",
-                   f"    _vy_invocation(_l, _wg0, _wg1, _wg2, {inv_params(all_names)})"]
-    else:
-        ls = _Lockstep(program, em, "_bufs, _lanes")
-        ls.uniform_block(program.entry, {}, 1)
-        body = em.lines
-        lane_names = [a for a, _ in ls.lane_arrays]
-        for k, seg in enumerate(ls.segments):
-            out.append(f"@{njit}")
-            loop_params = "".join(f", {v}" for v in ls.seg_loops[k])
-            out.append(f"def _vy_seg{k}(_l, _wg0, _wg1, _wg2, _bufs, _lanes{loop_params}):")
-            out += _unpack(all_names, "_bufs") + _unpack(lane_names, "_lanes")
-            ids_em = Emitter(program, CpuTarget(), src)
-            _ids(ids_em, 1, wg)
-            out += ids_em.lines + seg + ["    return False", "", ""]
-        wg_body = [f"{a} = np.zeros({program.workgroup_invocations}, np.{_np_name(t)})" for a, t in ls.lane_arrays]
-        wg_body.append(f"_lanes = {_tuple(lane_names)}")
-        wg_body += [line[4:] for line in body]
+        # independent invocations: workgroups in order (or in parallel), lanes in order, inline
+        lid_em = Emitter(program, CpuTarget(), src)
+        _ids(lid_em, 0, wg)
+        em.block(program.entry, {}, 0)
+        group = [*wg_ids, *shared_allocs, f"for _l in range({program.workgroup_invocations}):",
+                 *_indented(lid_em.lines, 1), *_invocation(em.lines, _has_return(program.entry), 1)]
+        sig = _sig(program, ("int64", "int64", "int64"))
+        out = ["", "", f"_SIG = {sig}", serial_decl, f"def vyre_kernel({storage_params}_gx, _gy, _gz):",
+               "    for _w in range(_gx * _gy * _gz):", *_indented(group, 2)]
+        if par:
+            out += ["", "", parallel_decl, f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
+                    "    for _w in numba.prange(_gx * _gy * _gz):", *_indented(group, 2)]
+        out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
+        return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n" + "\n".join(out) + "\n"
+    ls = _Lockstep(program, em, "_bufs, _lanes")
+    ls.uniform_block(program.entry, {}, 1)
+    body = em.lines
+    lane_names = [a for a, _ in ls.lane_arrays]
+    for k, (seg, seg_returns) in enumerate(ls.segments):
+        out.append(f"@{njit}")
+        loop_params = "".join(f", {v}" for v in ls.seg_loops[k])
+        out.append(f"def _vy_seg{k}(_wg0, _wg1, _wg2, _bufs, _lanes{loop_params}):")
+        out += _unpack(all_names, "_bufs") + _unpack(lane_names, "_lanes")
+        ids_em = Emitter(program, CpuTarget(), src)
+        _ids(ids_em, 0, wg)
+        out.append("    _any = False")
+        out.append(f"    for _l in range({program.workgroup_invocations}):")
+        out += _indented(ids_em.lines, 2) + _invocation(seg, seg_returns, 2)
+        if seg_returns:
+            out.append("        _any = _any or _ret")
+        out += ["    return _any", "", ""]
     out.append(f"@{njit}")
     out.append("def _vy_workgroup(_w, _gx, _gy, _sbufs):")
     out += _unpack(storage_names, "_sbufs")
-    out.append("    _wg0 = uint32(_w % _gx)")
-    out.append("    _wg1 = uint32((_w // _gx) % _gy)")
-    out.append("    _wg2 = uint32(_w // (_gx * _gy))")
-    for b in shared:
-        out.append(f"    {src[b.name]} = np.zeros({b.count}, np.{_np_name(b.element)})")
+    out += _indented([*wg_ids, *shared_allocs], 1)
     out.append(f"    _bufs = {_tuple(all_names)}")
-    out += ["    " + line for line in wg_body]
+    out += [f"    {a} = np.zeros({program.workgroup_invocations}, np.{_np_name(t)})" for a, t in ls.lane_arrays]
+    out.append(f"    _lanes = {_tuple(lane_names)}")
+    out += body
     out += ["", "", f"_SIG = {_sig(program, ('int64', 'int64', 'int64'))}", serial_decl,
             f"def vyre_kernel({storage_params}_gx, _gy, _gz):",
             f"    _sbufs = {_tuple(storage_names)}",

@@ -256,6 +256,10 @@ class Emitter:
                     self.facts = saved | {(src, bound)}
                 self.block(body, inner, indent + 1)
                 self.facts = saved
+                if getattr(self.target, "flag_returns", False) and any(
+                        isinstance(m, Return) for m in walk_nodes(body)):
+                    self.emit(indent, "if _ret:")  # a Return inside: leave the enclosing loop too
+                    self.emit(indent + 1, "break")
             case Block(body) | Region(_, body):
                 self.block(body, dict(scope), indent)
             case Barrier():

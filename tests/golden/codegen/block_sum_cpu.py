@@ -11,52 +11,58 @@ _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg0(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
+def _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
     b0_x, b1_out, s0_tile = _bufs
     la1_i, la4_s = _lanes
-    _lid0 = uint32(_l % 256)
-    _lid1 = uint32((_l // 256) % 1)
-    _lid2 = uint32(_l // 256)
-    _gid0 = uint32(_wg0 * uint32(256) + _lid0)
-    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
-    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-    _lane = uint32(_l & 31)
-    la1_i[_l] = _gid0
-    s0_tile[_lid0] = _vy_ld(b0_x, la1_i[_l], float32(0))
-    return False
+    _any = False
+    for _l in range(256):
+        _lid0 = uint32(_l % 256)
+        _lid1 = uint32((_l // 256) % 1)
+        _lid2 = uint32(_l // 256)
+        _gid0 = uint32(_wg0 * uint32(256) + _lid0)
+        _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+        _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+        _lane = uint32(_l & 31)
+        la1_i[_l] = _gid0
+        s0_tile[_lid0] = _vy_ld(b0_x, la1_i[_l], float32(0))
+    return _any
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg1(_l, _wg0, _wg1, _wg2, _bufs, _lanes, v3_k):
+def _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes, v3_k):
     b0_x, b1_out, s0_tile = _bufs
     la1_i, la4_s = _lanes
-    _lid0 = uint32(_l % 256)
-    _lid1 = uint32((_l // 256) % 1)
-    _lid2 = uint32(_l // 256)
-    _gid0 = uint32(_wg0 * uint32(256) + _lid0)
-    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
-    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-    _lane = uint32(_l & 31)
-    la4_s[_l] = uint32(int64(uint32(128)) >> (int64(v3_k) & 31))
-    if (_lid0 < la4_s[_l]):
-        s0_tile[_lid0] = (s0_tile[_lid0] + _vy_ld(s0_tile, uint32(_lid0 + la4_s[_l]), float32(0)))
-    return False
+    _any = False
+    for _l in range(256):
+        _lid0 = uint32(_l % 256)
+        _lid1 = uint32((_l // 256) % 1)
+        _lid2 = uint32(_l // 256)
+        _gid0 = uint32(_wg0 * uint32(256) + _lid0)
+        _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+        _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+        _lane = uint32(_l & 31)
+        la4_s[_l] = uint32(int64(uint32(128)) >> (int64(v3_k) & 31))
+        if (_lid0 < la4_s[_l]):
+            s0_tile[_lid0] = (s0_tile[_lid0] + _vy_ld(s0_tile, uint32(_lid0 + la4_s[_l]), float32(0)))
+    return _any
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg2(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
+def _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
     b0_x, b1_out, s0_tile = _bufs
     la1_i, la4_s = _lanes
-    _lid0 = uint32(_l % 256)
-    _lid1 = uint32((_l // 256) % 1)
-    _lid2 = uint32(_l // 256)
-    _gid0 = uint32(_wg0 * uint32(256) + _lid0)
-    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
-    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-    _lane = uint32(_l & 31)
-    if (_lid0 == uint32(0)):
-        v5__old = _vy_at_add(b1_out, uint32(0), s0_tile[uint32(0)], float32(0))
-    return False
+    _any = False
+    for _l in range(256):
+        _lid0 = uint32(_l % 256)
+        _lid1 = uint32((_l // 256) % 1)
+        _lid2 = uint32(_l // 256)
+        _gid0 = uint32(_wg0 * uint32(256) + _lid0)
+        _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+        _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+        _lane = uint32(_l & 31)
+        if (_lid0 == uint32(0)):
+            v5__old = _vy_at_add(b1_out, uint32(0), s0_tile[uint32(0)], float32(0))
+    return _any
 
 
 @numba.njit(cache=False, error_model='numpy')
@@ -70,25 +76,13 @@ def _vy_workgroup(_w, _gx, _gy, _sbufs):
     la1_i = np.zeros(256, np.uint32)
     la4_s = np.zeros(256, np.uint32)
     _lanes = (la1_i, la4_s)
-    _r = False
-    for _l in range(256):
-        if _vy_seg0(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
-            _r = True
-    if _r:
+    if _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
         return
     for _it2 in range(int64(uint32(0)), int64(uint32(8))):
         v3_k = uint32(_it2)
-        _r = False
-        for _l in range(256):
-            if _vy_seg1(_l, _wg0, _wg1, _wg2, _bufs, _lanes, v3_k):
-                _r = True
-        if _r:
+        if _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes, v3_k):
             return
-    _r = False
-    for _l in range(256):
-        if _vy_seg2(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
-            _r = True
-    if _r:
+    if _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
         return
 
 

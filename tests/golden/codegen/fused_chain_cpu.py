@@ -10,22 +10,18 @@ _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.cpu.CPU_PRELUDE>
 
 
-@numba.njit(cache=False, error_model='numpy', inline='always')
-def _vy_invocation(_gid0, b0_x, b1_y, b2_out):
-    _gid1 = uint32(0)
-    _gid2 = uint32(0)
-    v1_i = _gid0
-    if (v1_i < uint32(b2_out.shape[0])):
-        v2_xi = _vy_ld(b0_x, v1_i, float32(0))
-        b2_out[v1_i] = ((math.exp(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (math.sin(v2_xi) * v2_xi))
-    return False
-
 
 _SIG = _t.void(_t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=False), _t.int64, _t.int64)
 @numba.njit(_SIG, cache=False, error_model='numpy')
 def vyre_kernel(b0_x, b1_y, b2_out, _n, _chunk):
     for _g in range(_n):
-        _vy_invocation(uint32(_g), b0_x, b1_y, b2_out)
+        _gid0 = uint32(_g)
+        _gid1 = uint32(0)
+        _gid2 = uint32(0)
+        v1_i = _gid0
+        if (v1_i < uint32(b2_out.shape[0])):
+            v2_xi = _vy_ld(b0_x, v1_i, float32(0))
+            b2_out[v1_i] = ((math.exp(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (math.sin(v2_xi) * v2_xi))
 
 
 @numba.njit(parallel=True, cache=False, error_model='numpy')
@@ -35,7 +31,13 @@ def vyre_kernel_parallel(b0_x, b1_y, b2_out, _n, _chunk):
         _lo = _c * _chunk
         _hi = min(_lo + _chunk, _n)
         for _g in range(_lo, _hi):
-            _vy_invocation(uint32(_g), b0_x, b1_y, b2_out)
+            _gid0 = uint32(_g)
+            _gid1 = uint32(0)
+            _gid2 = uint32(0)
+            v1_i = _gid0
+            if (v1_i < uint32(b2_out.shape[0])):
+                v2_xi = _vy_ld(b0_x, v1_i, float32(0))
+                b2_out[v1_i] = ((math.exp(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (math.sin(v2_xi) * v2_xi))
 
 
 VYRE_FLAT = True

@@ -10,21 +10,17 @@ _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.cpu.CPU_PRELUDE>
 
 
-@numba.njit(cache=False, error_model='numpy', inline='always')
-def _vy_invocation(_gid0, b0_keys, b1_counts):
-    _gid1 = uint32(0)
-    _gid2 = uint32(0)
-    v1_i = _gid0
-    if (v1_i < uint32(b0_keys.shape[0])):
-        v2__old = _vy_at_add(b1_counts, _vy_umod(b0_keys[v1_i], uint32(b1_counts.shape[0])), uint32(1), uint32(0))
-    return False
-
 
 _SIG = _t.void(_t.Array(uint32, 1, 'C', readonly=True), _t.Array(uint32, 1, 'C', readonly=False), _t.int64, _t.int64)
 @numba.njit(_SIG, cache=False, error_model='numpy')
 def vyre_kernel(b0_keys, b1_counts, _n, _chunk):
     for _g in range(_n):
-        _vy_invocation(uint32(_g), b0_keys, b1_counts)
+        _gid0 = uint32(_g)
+        _gid1 = uint32(0)
+        _gid2 = uint32(0)
+        v1_i = _gid0
+        if (v1_i < uint32(b0_keys.shape[0])):
+            v2__old = _vy_at_add(b1_counts, _vy_umod(b0_keys[v1_i], uint32(b1_counts.shape[0])), uint32(1), uint32(0))
 
 
 VYRE_FLAT = True

@@ -10,25 +10,21 @@ _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.cpu.CPU_PRELUDE>
 
 
-@numba.njit(cache=False, error_model='numpy', inline='always')
-def _vy_invocation(_gid0, b0_m, b1_v, b2_out):
-    _gid1 = uint32(0)
-    _gid2 = uint32(0)
-    v1_r = _gid0
-    if (v1_r < uint32(b2_out.shape[0])):
-        v2_acc = float32(0.0)
-        for _it3 in range(int64(uint32(0)), int64(uint32(b1_v.shape[0]))):
-            v4_j = uint32(_it3)
-            v2_acc = (v2_acc + (_vy_ld(b0_m, uint32(uint32(v1_r * uint32(b1_v.shape[0])) + v4_j), float32(0)) * b1_v[v4_j]))
-        b2_out[v1_r] = v2_acc
-    return False
-
 
 _SIG = _t.void(_t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=False), _t.int64, _t.int64)
 @numba.njit(_SIG, cache=False, error_model='numpy')
 def vyre_kernel(b0_m, b1_v, b2_out, _n, _chunk):
     for _g in range(_n):
-        _vy_invocation(uint32(_g), b0_m, b1_v, b2_out)
+        _gid0 = uint32(_g)
+        _gid1 = uint32(0)
+        _gid2 = uint32(0)
+        v1_r = _gid0
+        if (v1_r < uint32(b2_out.shape[0])):
+            v2_acc = float32(0.0)
+            for _it3 in range(int64(uint32(0)), int64(uint32(b1_v.shape[0]))):
+                v4_j = uint32(_it3)
+                v2_acc = (v2_acc + (_vy_ld(b0_m, uint32(uint32(v1_r * uint32(b1_v.shape[0])) + v4_j), float32(0)) * b1_v[v4_j]))
+            b2_out[v1_r] = v2_acc
 
 
 @numba.njit(parallel=True, cache=False, error_model='numpy')
@@ -38,7 +34,16 @@ def vyre_kernel_parallel(b0_m, b1_v, b2_out, _n, _chunk):
         _lo = _c * _chunk
         _hi = min(_lo + _chunk, _n)
         for _g in range(_lo, _hi):
-            _vy_invocation(uint32(_g), b0_m, b1_v, b2_out)
+            _gid0 = uint32(_g)
+            _gid1 = uint32(0)
+            _gid2 = uint32(0)
+            v1_r = _gid0
+            if (v1_r < uint32(b2_out.shape[0])):
+                v2_acc = float32(0.0)
+                for _it3 in range(int64(uint32(0)), int64(uint32(b1_v.shape[0]))):
+                    v4_j = uint32(_it3)
+                    v2_acc = (v2_acc + (_vy_ld(b0_m, uint32(uint32(v1_r * uint32(b1_v.shape[0])) + v4_j), float32(0)) * b1_v[v4_j]))
+                b2_out[v1_r] = v2_acc
 
 
 VYRE_FLAT = True

@@ -10,21 +10,17 @@ _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.cpu.CPU_PRELUDE>
 
 
-@numba.njit(cache=False, error_model='numpy', inline='always')
-def _vy_invocation(_gid0, b0_a, b1_x, b2_y, b3_out):
-    _gid1 = uint32(0)
-    _gid2 = uint32(0)
-    v1_i = _gid0
-    if (v1_i < uint32(b3_out.shape[0])):
-        b3_out[v1_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v1_i, float32(0))) + _vy_ld(b2_y, v1_i, float32(0)))
-    return False
-
 
 _SIG = _t.void(_t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=False), _t.int64, _t.int64)
 @numba.njit(_SIG, cache=False, error_model='numpy')
 def vyre_kernel(b0_a, b1_x, b2_y, b3_out, _n, _chunk):
     for _g in range(_n):
-        _vy_invocation(uint32(_g), b0_a, b1_x, b2_y, b3_out)
+        _gid0 = uint32(_g)
+        _gid1 = uint32(0)
+        _gid2 = uint32(0)
+        v1_i = _gid0
+        if (v1_i < uint32(b3_out.shape[0])):
+            b3_out[v1_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v1_i, float32(0))) + _vy_ld(b2_y, v1_i, float32(0)))
 
 
 @numba.njit(parallel=True, cache=False, error_model='numpy')
@@ -34,7 +30,12 @@ def vyre_kernel_parallel(b0_a, b1_x, b2_y, b3_out, _n, _chunk):
         _lo = _c * _chunk
         _hi = min(_lo + _chunk, _n)
         for _g in range(_lo, _hi):
-            _vy_invocation(uint32(_g), b0_a, b1_x, b2_y, b3_out)
+            _gid0 = uint32(_g)
+            _gid1 = uint32(0)
+            _gid2 = uint32(0)
+            v1_i = _gid0
+            if (v1_i < uint32(b3_out.shape[0])):
+                b3_out[v1_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v1_i, float32(0))) + _vy_ld(b2_y, v1_i, float32(0)))
 
 
 VYRE_FLAT = True

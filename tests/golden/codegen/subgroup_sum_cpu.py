@@ -11,49 +11,55 @@ _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg0(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
+def _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
     b0_x, b1_out = _bufs
     la1_v, la4_sgop_2, la5_s = _lanes
-    _lid0 = uint32(_l % 64)
-    _lid1 = uint32((_l // 64) % 1)
-    _lid2 = uint32(_l // 64)
-    _gid0 = uint32(_wg0 * uint32(64) + _lid0)
-    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
-    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-    _lane = uint32(_l & 31)
-    la1_v[_l] = _vy_ld(b0_x, _gid0, float32(0))
-    return False
+    _any = False
+    for _l in range(64):
+        _lid0 = uint32(_l % 64)
+        _lid1 = uint32((_l // 64) % 1)
+        _lid2 = uint32(_l // 64)
+        _gid0 = uint32(_wg0 * uint32(64) + _lid0)
+        _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+        _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+        _lane = uint32(_l & 31)
+        la1_v[_l] = _vy_ld(b0_x, _gid0, float32(0))
+    return _any
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg1(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
+def _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes):
     b0_x, b1_out = _bufs
     la1_v, la4_sgop_2, la5_s = _lanes
-    _lid0 = uint32(_l % 64)
-    _lid1 = uint32((_l // 64) % 1)
-    _lid2 = uint32(_l // 64)
-    _gid0 = uint32(_wg0 * uint32(64) + _lid0)
-    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
-    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-    _lane = uint32(_l & 31)
-    la4_sgop_2[_l] = la1_v[_l]
-    return False
+    _any = False
+    for _l in range(64):
+        _lid0 = uint32(_l % 64)
+        _lid1 = uint32((_l // 64) % 1)
+        _lid2 = uint32(_l // 64)
+        _gid0 = uint32(_wg0 * uint32(64) + _lid0)
+        _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+        _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+        _lane = uint32(_l & 31)
+        la4_sgop_2[_l] = la1_v[_l]
+    return _any
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg2(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
+def _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
     b0_x, b1_out = _bufs
     la1_v, la4_sgop_2, la5_s = _lanes
-    _lid0 = uint32(_l % 64)
-    _lid1 = uint32((_l // 64) % 1)
-    _lid2 = uint32(_l // 64)
-    _gid0 = uint32(_wg0 * uint32(64) + _lid0)
-    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
-    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-    _lane = uint32(_l & 31)
-    if (uint32(int64(_lid0) & int64(uint32(31))) == uint32(0)):
-        v6__old = _vy_at_add(b1_out, uint32(0), la5_s[_l], float32(0))
-    return False
+    _any = False
+    for _l in range(64):
+        _lid0 = uint32(_l % 64)
+        _lid1 = uint32((_l // 64) % 1)
+        _lid2 = uint32(_l // 64)
+        _gid0 = uint32(_wg0 * uint32(64) + _lid0)
+        _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+        _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+        _lane = uint32(_l & 31)
+        if (uint32(int64(_lid0) & int64(uint32(31))) == uint32(0)):
+            v6__old = _vy_at_add(b1_out, uint32(0), la5_s[_l], float32(0))
+    return _any
 
 
 @numba.njit(cache=False, error_model='numpy')
@@ -67,17 +73,9 @@ def _vy_workgroup(_w, _gx, _gy, _sbufs):
     la4_sgop_2 = np.zeros(64, np.float32)
     la5_s = np.zeros(64, np.float32)
     _lanes = (la1_v, la4_sgop_2, la5_s)
-    _r = False
-    for _l in range(64):
-        if _vy_seg0(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
-            _r = True
-    if _r:
+    if _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
         return
-    _r = False
-    for _l in range(64):
-        if _vy_seg1(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
-            _r = True
-    if _r:
+    if _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes):
         return
     for _s in range(2):
         _b = _s * 32
@@ -86,11 +84,7 @@ def _vy_workgroup(_w, _gx, _gy, _sbufs):
             _acc = (_acc + la4_sgop_2[_b + _k])
         for _k in range(32):
             la5_s[_b + _k] = _acc
-    _r = False
-    for _l in range(64):
-        if _vy_seg2(_l, _wg0, _wg1, _wg2, _bufs, _lanes):
-            _r = True
-    if _r:
+    if _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
         return
 
 

@@ -10,43 +10,44 @@ _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.cpu.CPU_PRELUDE>
 
 
-@numba.njit(cache=False, error_model='numpy', inline='always')
-def _vy_invocation(_l, _wg0, _wg1, _wg2, b0_out):
-    _lid0 = uint32(_l % 64)
-    _lid1 = uint32((_l // 64) % 1)
-    _lid2 = uint32(_l // 64)
-    _gid0 = uint32(_wg0 * uint32(64) + _lid0)
-    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
-    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-    _lane = uint32(_l & 31)
-    _i1 = _gid0
-    if _i1 < b0_out.shape[0]:
-        b0_out[_i1] = _wg0
-    return False
-@numba.njit(cache=False, error_model='numpy')
-def _vy_workgroup(_w, _gx, _gy, _sbufs):
-    b0_out, = _sbufs
-    _wg0 = uint32(_w % _gx)
-    _wg1 = uint32((_w // _gx) % _gy)
-    _wg2 = uint32(_w // (_gx * _gy))
-    _bufs = (b0_out,)
-    for _l in range(64):
-        _vy_invocation(_l, _wg0, _wg1, _wg2, b0_out)
-
 
 _SIG = _t.void(_t.Array(uint32, 1, 'C', readonly=False), _t.int64, _t.int64, _t.int64)
 @numba.njit(_SIG, cache=False, error_model='numpy')
 def vyre_kernel(b0_out, _gx, _gy, _gz):
-    _sbufs = (b0_out,)
     for _w in range(_gx * _gy * _gz):
-        _vy_workgroup(_w, _gx, _gy, _sbufs)
+        _wg0 = uint32(_w % _gx)
+        _wg1 = uint32((_w // _gx) % _gy)
+        _wg2 = uint32(_w // (_gx * _gy))
+        for _l in range(64):
+            _lid0 = uint32(_l % 64)
+            _lid1 = uint32((_l // 64) % 1)
+            _lid2 = uint32(_l // 64)
+            _gid0 = uint32(_wg0 * uint32(64) + _lid0)
+            _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+            _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+            _lane = uint32(_l & 31)
+            _i1 = _gid0
+            if _i1 < b0_out.shape[0]:
+                b0_out[_i1] = _wg0
 
 
 @numba.njit(parallel=True, cache=False, error_model='numpy')
 def vyre_kernel_parallel(b0_out, _gx, _gy, _gz):
-    _sbufs = (b0_out,)
     for _w in numba.prange(_gx * _gy * _gz):
-        _vy_workgroup(_w, _gx, _gy, _sbufs)
+        _wg0 = uint32(_w % _gx)
+        _wg1 = uint32((_w // _gx) % _gy)
+        _wg2 = uint32(_w // (_gx * _gy))
+        for _l in range(64):
+            _lid0 = uint32(_l % 64)
+            _lid1 = uint32((_l // 64) % 1)
+            _lid2 = uint32(_l // 64)
+            _gid0 = uint32(_wg0 * uint32(64) + _lid0)
+            _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+            _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+            _lane = uint32(_l & 31)
+            _i1 = _gid0
+            if _i1 < b0_out.shape[0]:
+                b0_out[_i1] = _wg0
 
 
 VYRE_FLAT = False
