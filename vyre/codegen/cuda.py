@@ -30,6 +30,7 @@ class CudaTarget:
     occur at uniform points, where every live invocation of the workgroup arrives)."""
 
     name: str = "cuda"
+    flag_returns: bool = False
     emulate_subgroups: bool = False
     scratch_types: set[DataType] = field(default_factory=set)
 

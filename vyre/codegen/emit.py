@@ -37,6 +37,9 @@ class Target(Protocol):
     """Target hooks used by :class:`Emitter`."""
 
     name: str
+    # True: Return is "_ret = True; break" and every loop containing one is followed by a check
+    # (the CPU emits invocation bodies inline in loops); False: Return is a real ``return``.
+    flag_returns: bool
 
     def id_src(self, kind: str, axis: int) -> str: ...
     def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
@@ -256,8 +259,7 @@ class Emitter:
                     self.facts = saved | {(src, bound)}
                 self.block(body, inner, indent + 1)
                 self.facts = saved
-                if getattr(self.target, "flag_returns", False) and any(
-                        isinstance(m, Return) for m in walk_nodes(body)):
+                if self.target.flag_returns and any(isinstance(m, Return) for m in walk_nodes(body)):
                     self.emit(indent, "if _ret:")  # a Return inside: leave the enclosing loop too
                     self.emit(indent + 1, "break")
             case Block(body) | Region(_, body):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import operator
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -132,9 +135,6 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
 # arguments packed in numba's kernel ABI (per 1-D array: meminfo, parent, nitems, itemsize, data,
 # shape, stride; then the scalars) and call cuLaunchKernel through ctypes.
 
-import ctypes  # noqa: E402
-import operator  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
 
 _launch_fn: Any = None
 
