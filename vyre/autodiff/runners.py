@@ -31,15 +31,17 @@ def cached_grad(program: Program, outputs: tuple[str, ...], inputs: tuple[str, .
     return grad(program, list(outputs), list(inputs), grid_1d=grid_1d)
 
 
+@functools.lru_cache(maxsize=128)
+def cached_fused(program: Program, output: str, inputs: tuple[str, ...], grid_1d: bool) -> Program:
+    """The one-pass value-and-gradient program of ``sum(output)`` (``with_value``, ``unit_cotangent``)."""
+    return grad(program, [output], list(inputs), grid_1d=grid_1d, with_value=True, unit_cotangent=True)
+
+
 def run_program(program: Program, arrays: Mapping[str, np.ndarray], *, backend: str | None,
                 grid: Grid | None) -> dict[str, np.ndarray]:
     """Dispatch ``program`` (written arrays are updated in place) and return its written buffers."""
-    try:
-        from ..driver.dispatch import dispatch
-    except ImportError:  # pragma: no cover - only before the driver exists
-        from ..interp import run
+    from ..driver.dispatch import dispatch
 
-        return dict(run(program, arrays, grid=grid).buffers)
     return dict(dispatch(program, arrays, backend=backend, grid=grid))
 
 
@@ -131,7 +133,12 @@ def value_and_grad(program: Program, inputs: Mapping[str, np.ndarray], output: s
                    backend: str | None = None, grid: Grid | None = None
                    ) -> tuple[float, dict[str, np.ndarray]]:
     """``(loss, {w: dloss/dw})`` with ``loss = sum(output)``, or ``<cotangent, output>`` when a
-    cotangent is given (accumulated in float64)."""
+    cotangent is given (accumulated in float64).
+
+    Without a cotangent, one fused kernel (``grad(..., with_value=True, unit_cotangent=True)``)
+    computes the outputs and the gradients in a single pass."""
+    if cotangent is None:
+        return _fused_value_and_grad(program, inputs, output, wrt, backend=backend, grid=grid)
     outs = run_forward(program, inputs, backend=backend, grid=grid)
     val = np.asarray(outs[output]).reshape(-1)
     cot = np.ones_like(val) if cotangent is None else np.asarray(cotangent)
@@ -192,3 +199,25 @@ def hvp(program: Program, inputs: Mapping[str, np.ndarray], output: str, wrt: Se
     _, tans = jvp(back, args, {w: vectors[w] for w in wrt},
                   outputs=[GRAD_PREFIX + w for w in wrt], backend=backend, grid=g3)
     return {w: tans[GRAD_PREFIX + w] for w in wrt}
+
+
+def _fused_value_and_grad(program: Program, inputs: Mapping[str, np.ndarray], output: str,
+                          wrt: Sequence[str], *, backend: str | None, grid: Grid | None
+                          ) -> tuple[float, dict[str, np.ndarray]]:
+    g3 = forward_grid(program, inputs, grid)
+    fused = cached_fused(program, output, tuple(wrt), g3[1:] == (1, 1))
+    lengths = forward_lengths(program, inputs)
+    args = _arrays_for_forward_buffers(program, inputs, lengths)
+    for b in program.buffers:  # the forward writes these: give it copies, inputs stay pre-forward
+        if b.access.writable and not b.is_workgroup:
+            args[b.name] = np.array(args[b.name], copy=True)
+    if any(b.name == STORED_PREFIX + output for b in fused.buffers):
+        args[STORED_PREFIX + output] = np.zeros(lengths[output], dtype=np.uint32)
+    grads = {w: np.zeros_like(np.asarray(inputs[w])) if w in inputs
+             else np.zeros(lengths.get(w, 0), dtype=program.buffer(w).element.np_dtype) for w in wrt}
+    for w, arr in grads.items():
+        args[GRAD_PREFIX + w] = arr
+    res = run_program(fused, args, backend=backend, grid=g3)
+    val = np.asarray(res[output]).reshape(-1)
+    loss = float(np.sum(val, dtype=np.float64))
+    return loss, {w: np.asarray(res.get(GRAD_PREFIX + w, grads[w])) for w in wrt}
