@@ -116,7 +116,7 @@ def fit_step(backend: str, n: int, rng: np.random.Generator) -> Row:
     a = np.stack([x.astype(np.float64), np.ones(n)], axis=1)
     w_ref, b_ref = np.linalg.lstsq(a, t.astype(np.float64), rcond=None)[0]
     err = abs(float(w[0]) - w_ref) + abs(float(b[0]) - b_ref)
-    return Row(f"least-squares fit, {steps} GD steps (fwd+bwd kernels), n={n}", backend, None, run_s,
+    return Row(f"least-squares fit, {steps} GD steps (fused value+grad kernel), n={n}", backend, None, run_s,
                err, None, err < 1e-3)
 
 
