@@ -41,3 +41,24 @@ def test_unit_cotangent_gives_zero_to_dropped_stores() -> None:
     xs = np.arange(1.0, 9.0)
     res = vcompile(back, "interp")({"x": xs, "out": np.zeros(5), "grad_x": np.zeros(8)}, grid=1)
     np.testing.assert_array_equal(res["grad_x"], np.r_[2 * xs[:5], np.zeros(3)])
+
+
+# ---- the fused path of value_and_grad on random differentiable programs -----------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from tests.autodiff_strategies import Case, programs  # noqa: E402
+from vyre.autodiff import run_forward, value_and_grad  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_fused_value_and_grad_equals_forward_then_vjp(case: Case) -> None:
+    loss, g = value_and_grad(case.program, case.inputs, "out", case.wrt, backend="interp")
+    out = run_forward(case.program, case.inputs, backend="interp")["out"]
+    ones = np.ones_like(case.inputs["out"])
+    ref = vjp(case.program, case.inputs, {"out": ones}, case.wrt, backend="interp")
+    assert abs(loss - float(np.sum(out))) <= 1e-9 * (1 + abs(loss))
+    for w in case.wrt:
+        np.testing.assert_allclose(g[w], ref[w], rtol=1e-9, atol=1e-12, err_msg=w)
+    # the caller's arrays are the pre-forward contents, untouched
+    assert not np.any(case.inputs["out"])
