@@ -161,6 +161,8 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
         "",
         "",
         "_vy_fmod = _dev(_vy_fmod)",
+        *(line for fn in ("exp", "sin", "cos") for line in (
+            "", "", f"def _vy_{fn}32(a):", f"    return math.{fn}(a)", "", "", f"_vy_{fn}32 = _dev(_vy_{fn}32)")),
     ]
     params = ", ".join(buffer_src[b.name] for b in storage)
     if is_tunable(program):

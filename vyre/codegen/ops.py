@@ -109,6 +109,12 @@ def _math(fn: str) -> UnRule:
     return lambda t, a: f"math.{fn}({a})"
 
 
+def _f32_helper(fn: str) -> UnRule:
+    """``math.<fn>``, except on f32, where the target's ``_vy_<fn>32`` helper runs: the CPU's are
+    branch-free (LLVM vectorises them), CUDA's are libdevice's."""
+    return lambda t, a: f"_vy_{fn}32({a})" if t is DataType.F32 else f"math.{fn}({a})"
+
+
 def _via_f64(helper: str) -> UnRule:
     # helpers compute in float64 (exact for these ops) and the result is narrowed back
     return lambda t, a: wrap(t, f"{helper}({a})")
@@ -141,12 +147,12 @@ UNOP_EMIT: dict[UnOpKind, UnRule] = {
     UnOpKind.ABS: _abs,
     UnOpKind.SQRT: _math("sqrt"),
     UnOpKind.INVERSE_SQRT: lambda t, a: f"({_one(t)} / math.sqrt({a}))",
-    UnOpKind.EXP: _math("exp"),
+    UnOpKind.EXP: _f32_helper("exp"),
     UnOpKind.EXP2: _math("exp2"),
     UnOpKind.LOG: _math("log"),
     UnOpKind.LOG2: _math("log2"),
-    UnOpKind.SIN: _math("sin"),
-    UnOpKind.COS: _math("cos"),
+    UnOpKind.SIN: _f32_helper("sin"),
+    UnOpKind.COS: _f32_helper("cos"),
     UnOpKind.TAN: _math("tan"),
     UnOpKind.ASIN: _math("asin"),
     UnOpKind.ACOS: _math("acos"),

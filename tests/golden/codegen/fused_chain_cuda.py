@@ -10,6 +10,27 @@ def _vy_fmod(a, b):
 
 
 _vy_fmod = _dev(_vy_fmod)
+
+
+def _vy_exp32(a):
+    return math.exp(a)
+
+
+_vy_exp32 = _dev(_vy_exp32)
+
+
+def _vy_sin32(a):
+    return math.sin(a)
+
+
+_vy_sin32 = _dev(_vy_sin32)
+
+
+def _vy_cos32(a):
+    return math.cos(a)
+
+
+_vy_cos32 = _dev(_vy_cos32)
 # <vyre.codegen.prelude.PRELUDE>
 
 
@@ -19,7 +40,7 @@ def _vy_invocation_py(_gid0, b0_x, b1_y, b2_out):
     v1_i = _gid0
     if (v1_i < uint32(b2_out.shape[0])):
         v2_xi = _vy_ld(b0_x, v1_i, float32(0))
-        b2_out[v1_i] = ((math.exp(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (math.sin(v2_xi) * v2_xi))
+        b2_out[v1_i] = ((_vy_exp32(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (_vy_sin32(v2_xi) * v2_xi))
 
 
 _vy_invocation = _dev(_vy_invocation_py)

@@ -10,6 +10,27 @@ def _vy_fmod(a, b):
 
 
 _vy_fmod = _dev(_vy_fmod)
+
+
+def _vy_exp32(a):
+    return math.exp(a)
+
+
+_vy_exp32 = _dev(_vy_exp32)
+
+
+def _vy_sin32(a):
+    return math.sin(a)
+
+
+_vy_sin32 = _dev(_vy_sin32)
+
+
+def _vy_cos32(a):
+    return math.cos(a)
+
+
+_vy_cos32 = _dev(_vy_cos32)
 # <vyre.codegen.prelude.PRELUDE>
 
 
