@@ -102,12 +102,7 @@ def vjp(program: Program, inputs: Mapping[str, np.ndarray], cotangents: Mapping[
     args = _arrays_for_forward_buffers(program, inputs, lengths)
     for name, cot in cotangents.items():
         args[GRAD_PREFIX + name] = cot
-        if any(b.name == STORED_PREFIX + name for b in back.buffers):
-            args[STORED_PREFIX + name] = np.zeros(lengths[name], dtype=np.uint32)
-    grads = {w: np.zeros_like(np.asarray(inputs[w])) if w in inputs
-             else np.zeros(lengths.get(w, 0), dtype=program.buffer(w).element.np_dtype) for w in wrt}
-    for w, arr in grads.items():
-        args[GRAD_PREFIX + w] = arr
+    grads = _bind_gradients(program, back, inputs, lengths, list(cotangents), wrt, args)
     res = run_program(back, args, backend=backend, grid=g3)
     return {w: np.asarray(res.get(GRAD_PREFIX + w, grads[w])) for w in wrt}
 
@@ -211,13 +206,23 @@ def _fused_value_and_grad(program: Program, inputs: Mapping[str, np.ndarray], ou
     for b in program.buffers:  # the forward writes these: give it copies, inputs stay pre-forward
         if b.access.writable and not b.is_workgroup:
             args[b.name] = np.array(args[b.name], copy=True)
-    if any(b.name == STORED_PREFIX + output for b in fused.buffers):
-        args[STORED_PREFIX + output] = np.zeros(lengths[output], dtype=np.uint32)
-    grads = {w: np.zeros_like(np.asarray(inputs[w])) if w in inputs
-             else np.zeros(lengths.get(w, 0), dtype=program.buffer(w).element.np_dtype) for w in wrt}
-    for w, arr in grads.items():
-        args[GRAD_PREFIX + w] = arr
+    grads = _bind_gradients(program, fused, inputs, lengths, [output], wrt, args)
     res = run_program(fused, args, backend=backend, grid=g3)
     val = np.asarray(res[output]).reshape(-1)
     loss = float(np.sum(val, dtype=np.float64))
     return loss, {w: np.asarray(res.get(GRAD_PREFIX + w, grads[w])) for w in wrt}
+
+
+def _bind_gradients(program: Program, back: Program, inputs: Mapping[str, Any], lengths: Mapping[str, int],
+                    outputs: Sequence[str], wrt: Sequence[str], args: dict[str, np.ndarray]
+                    ) -> dict[str, np.ndarray]:
+    """Zero-filled ``stored_<out>`` flags (where the backward has them) and ``grad_<w>`` arrays, added
+    to ``args``; returns the gradient arrays by input name."""
+    for name in outputs:
+        if any(b.name == STORED_PREFIX + name for b in back.buffers):
+            args[STORED_PREFIX + name] = np.zeros(lengths[name], dtype=np.uint32)
+    grads = {w: np.zeros_like(np.asarray(inputs[w])) if w in inputs
+             else np.zeros(lengths.get(w, 0), dtype=program.buffer(w).element.np_dtype) for w in wrt}
+    for w, arr in grads.items():
+        args[GRAD_PREFIX + w] = arr
+    return grads

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..ir.typing import expr_type
 from ..ir.expr import (
     Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, InvocationId, LitBool, LitF32, LitF64, LitI32,
     LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce,
     SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId,
 )
 from ..ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store, walk_nodes
-from ..ir.ops import BINOP_RULES, UNOP_RULES, BinOpKind
+from ..ir.ops import BinOpKind
 from ..ir.program import Program
 from ..ir.types import DataType
 from .nf import Carry, Names, NIf, NLet, NLoop, NStmt, NStore, Phi, is_atom
@@ -98,33 +99,7 @@ class Converter:
     # -- expressions --------------------------------------------------------------------------
 
     def type_of(self, e: Expr) -> DataType:
-        match e:
-            case LitBool():
-                return DataType.BOOL
-            case LitI32():
-                return DataType.I32
-            case LitU32() | BufLen() | InvocationId() | WorkgroupId() | LocalId():
-                return DataType.U32
-            case SubgroupLocalId() | SubgroupSize() | SubgroupBallot():
-                return DataType.U32
-            case LitF32():
-                return DataType.F32
-            case LitF64():
-                return DataType.F64
-            case Var(name):
-                return self.types[name]
-            case Load(buf, _) | Atomic(_, buf, _, _, _):
-                return self.program.buffer(buf).element
-            case BinOp(op, a, _):
-                return BINOP_RULES[op].result_for(self.type_of(a))
-            case UnOp(op, a):
-                return UNOP_RULES[op].result_for(self.type_of(a))
-            case Select(_, a, _) | Fma(a, _, _) | SubgroupShuffle(a, _) | SubgroupReduce(_, a):
-                return self.type_of(a)
-            case Cast(t, _):
-                return t
-            case _:
-                raise TypeError(f"unexpected expression in the normal form: {e!r}")
+        return expr_type(e, self.types, self.program)
 
     def bind(self, value: Expr, hint: str = "t", *, share: bool = True) -> Var:
         """An ``NLet`` for ``value`` (or the one already in scope)."""
