@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ir.typing import expr_type
 from ..ir.expr import (
     Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, InvocationId, LitBool, LitF32, LitF64, LitI32,
     LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce,
@@ -24,6 +23,7 @@ from ..ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Retur
 from ..ir.ops import BinOpKind
 from ..ir.program import Program
 from ..ir.types import DataType
+from ..ir.typing import expr_type
 from .nf import Carry, Names, NIf, NLet, NLoop, NStmt, NStore, Phi, is_atom
 
 UNROLL_TRIPS = 64
