@@ -45,7 +45,7 @@ import numpy as np
 from ..errors import DispatchError, TunerError, VyreError
 from ..ir import DataType, Program
 from ..settings import Mode, read_settings
-from .bind import bind_host_arrays, check_host_array, storage_buffers
+from .bind import bind_host_arrays, storage_buffers
 from .dispatch import Grid, Kernel, Launch, _grid3
 from .timers import BackendTimer, CudaEventTimer, PerfCounterTimer, SafeTimer
 from .tuner import (
@@ -338,23 +338,11 @@ class Harness:
     def _bind_device(self, inputs: Mapping[str, Any]) -> None:
         from numba import cuda
 
-        from .cuda_launch import _device_view
+        from .cuda_launch import device_arg
 
         self.dev_args: list[Any] = []
         for b in storage_buffers(self.kernel.program):
-            obj = inputs.get(b.name)
-            if obj is None:
-                if not b.access.writable:
-                    raise DispatchError(f"missing input buffer {b.name!r}. Fix: pass an array for it")
-                if b.count <= 0:
-                    raise DispatchError(
-                        f"output buffer {b.name!r} was not passed and declares no count, so its length is "
-                        "unknown. Fix: pass an array for it or declare .with_count(n)")
-                src = cuda.to_device(np.zeros(b.count, dtype=b.element.np_dtype))
-            elif hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, np.ndarray):
-                src = _device_view(b, obj)
-            else:
-                src = cuda.to_device(check_host_array(b, obj))
+            src, _ = device_arg(b, inputs.get(b.name))
             if b.access.writable:
                 scratch = cuda.device_array(src.shape, dtype=src.dtype)
                 self._restore.append((scratch, src))

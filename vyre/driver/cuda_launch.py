@@ -57,6 +57,26 @@ def _device_view(decl: BufferDecl, obj: Any) -> Any:
     return arr.reshape(n) if arr.ndim != 1 else arr
 
 
+def device_arg(decl: BufferDecl, obj: Any) -> tuple[Any, np.ndarray | None]:
+    """The device array a launch binds to ``decl``: a zero-filled allocation when ``obj`` is None
+    (written buffers with a declared count only), a zero-copy view of a device array, or a copy of a
+    checked host array (returned too, as the second element, so results can be copied back)."""
+    from numba import cuda
+
+    if obj is None:
+        if not decl.access.writable:
+            raise DispatchError(f"missing input buffer {decl.name!r}. Fix: pass an array for it")
+        if decl.count <= 0:
+            raise DispatchError(
+                f"output buffer {decl.name!r} was not passed and declares no count, so its length "
+                "is unknown. Fix: pass an array for it or declare .with_count(n)")
+        return cuda.to_device(np.zeros(decl.count, dtype=decl.element.np_dtype)), None
+    if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, np.ndarray):
+        return _device_view(decl, obj), None
+    flat = check_host_array(decl, obj)
+    return cuda.to_device(flat), flat
+
+
 def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
                 return_device: bool | None) -> dict[str, Any]:
     fast = kernel._fast
@@ -74,28 +94,16 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
     results: dict[str, Any] = {}
     for decl in storage_buffers(program):
         obj = inputs.get(decl.name)
+        d, flat = device_arg(decl, obj)
+        dev_args.append(d)
         if obj is None:
-            if not decl.access.writable:
-                raise DispatchError(f"missing input buffer {decl.name!r}. Fix: pass an array for it")
-            if decl.count <= 0:
-                raise DispatchError(
-                    f"output buffer {decl.name!r} was not passed and declares no count, so its length "
-                    "is unknown. Fix: pass an array for it or declare .with_count(n)")
-            d = cuda.to_device(np.zeros(decl.count, dtype=decl.element.np_dtype))
-            dev_args.append(d)
             results[decl.name] = d
-        elif hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, np.ndarray):
+        elif flat is None:
             any_device = True
-            d = _device_view(decl, obj)
-            dev_args.append(d)
             results[decl.name] = obj
-        else:
-            flat = check_host_array(decl, obj)
-            d = cuda.to_device(flat)
-            dev_args.append(d)
-            if decl.access.writable:
-                copy_back.append((d, flat))
-                results[decl.name] = obj
+        elif decl.access.writable:
+            copy_back.append((d, flat))
+            results[decl.name] = obj
     lengths = {b.name: int(a.shape[0]) for b, a in zip(storage_buffers(program), dev_args, strict=True)}
     g = _grid3(grid) if grid is not None else kernel.grid_for(lengths)
     if kernel.flat:
