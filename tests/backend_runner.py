@@ -2,6 +2,7 @@
 NUMBA_ENABLE_CUDASIM is read once, when numba.cuda is imported). Prints one JSON object per check.
 
     NUMBA_ENABLE_CUDASIM=1 python -m tests.backend_runner sim
+    NUMBA_ENABLE_CUDASIM=1 python -m tests.backend_runner interleave
     python -m tests.backend_runner ptx
 """
 
@@ -67,6 +68,50 @@ def run_sim(count: int) -> None:
             print(json.dumps({"case": name, "problems": [traceback.format_exc()]}), flush=True)
 
 
+def flat_generated_cases(count: int) -> list[tuple[str, Program, dict[str, np.ndarray], object]]:
+    """Deterministic generated flat programs (returns, loops, atomics; exact floats) with inputs."""
+    from hypothesis import HealthCheck, given, settings
+
+    from tests.strategies import program_and_inputs
+    from vyre.codegen.flat import is_tunable
+
+    out: list[tuple[str, Program, dict[str, np.ndarray], object]] = []
+
+    @settings(max_examples=4 * count, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(program_and_inputs(allow_atomics=True, exact_floats=True))
+    def collect(case: tuple[Program, dict[str, np.ndarray], object]) -> None:
+        prog, arrays, grid = case
+        if is_tunable(prog) and len(out) < count:
+            out.append((f"flat_generated_{len(out)}", prog, arrays, grid))
+
+    collect()
+    return out
+
+
+def run_interleave(count: int) -> None:
+    """Flat kernels on the simulator with launches that interleave (vyre.codegen.interleave):
+    several invocations per thread, groups cut short by the end of the range, idle threads."""
+    from tests.interleave_cases import interleave_cases
+    from tests.parity import differences
+    from vyre.driver.dispatch import Launch
+    from vyre.driver.dispatch import compile as vcompile
+
+    todo = [(n, p, a, None) for n, p, a in interleave_cases()] + flat_generated_cases(count)
+    for name, prog, arrays, grid in todo:
+        try:
+            ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
+            kernel = vcompile(prog, "cudasim")
+            problems = [] if "_vy_interleaved" in (kernel.source or "") else ["not interleaved"]
+            for la in (Launch(4, 4), Launch(3, 9), Launch(8, 1)):
+                kernel.launch = la
+                got = kernel({k: v.copy() for k, v in arrays.items()}, grid=grid)
+                problems += [f"{la}: {p}" for p in differences(got, ref, exact=True)]
+            print(json.dumps({"case": name, "problems": problems}), flush=True)
+        except Exception:
+            print(json.dumps({"case": name, "problems": [traceback.format_exc()]}), flush=True)
+
+
 def ptx_for(prog: Program) -> str:
     """sm_90 PTX of ``prog``'s CUDA kernel, compiled through NVVM without a GPU."""
     import numba.cuda.dispatcher as disp
@@ -103,7 +148,10 @@ def sample_programs(count: int) -> list[Program]:
 
 
 def run_ptx(extra: list[Program]) -> None:
+    from tests.interleave_cases import interleave_cases
+
     progs = [(name, prog) for name, prog, *_ in cases()] + [(f"extra_{i}", p) for i, p in enumerate(extra)]
+    progs += [(f"interleave_{name}", prog) for name, prog, _ in interleave_cases()]
     for name, prog in progs:
         try:
             ptx = ptx_for(prog)
@@ -117,6 +165,8 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "sim":
         run_sim(int(sys.argv[2]) if len(sys.argv) > 2 else 15)
+    elif mode == "interleave":
+        run_interleave(int(sys.argv[2]) if len(sys.argv) > 2 else 40)
     elif mode == "ptx":
         run_ptx(sample_programs(int(sys.argv[2]) if len(sys.argv) > 2 else 20))
     else:

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from ..errors import CodegenError
 from ..ir import (
-    Assign, Atomic, AtomicOp, Barrier, Block, DataType, Expr, Let, Loop, Node, Program, Region, Return,
+    Assign, Atomic, AtomicOp, Barrier, Block, DataType, Expr, Let, Loop, Node, Program, Region,
     SubgroupBallot, SubgroupReduce, SubgroupShuffle, walk_nodes,
 )
-from .emit import CODEGEN_VERSION, Binding, Emitter, uses
+from .emit import CODEGEN_VERSION, Binding, Emitter, has_return, uses
 from .flat import is_tunable
 from .inline import inline_calls
 from .ops import BINOP_EMIT, CTOR
@@ -239,7 +239,7 @@ class _Lockstep:
                 em.stmt(n, scope, 0)
         body = em.lines
         em.lines = outer_lines
-        self.segments.append((body, _has_return(tuple(stmts))))
+        self.segments.append((body, has_return(tuple(stmts))))
         self.seg_loops.append(list(self.loop_vars))
         em.emit(indent, f"if _vy_seg{k}(_wg0, _wg1, _wg2, {self.params}{self.loop_args()}):")
         em.emit(indent + 1, "return")
@@ -342,10 +342,6 @@ def _unpack(names: list[str], packed: str) -> list[str]:
     return ["    " + ", ".join(names) + ("," if len(names) == 1 else "") + f" = {packed}"]
 
 
-def _has_return(body: tuple[Node, ...]) -> bool:
-    return any(isinstance(n, Return) for n in walk_nodes(body))
-
-
 def _indented(lines: list[str], depth: int) -> list[str]:
     return ["    " * depth + line for line in lines]
 
@@ -389,7 +385,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
         # Flat form (vyre.codegen.flat): vyre_kernel(*bufs, n_invocations, chunk).
         em.block(program.entry, {}, 0)
         inv = ["_gid0 = uint32(_g)", "_gid1 = uint32(0)", "_gid2 = uint32(0)",
-               *_invocation(em.lines, _has_return(program.entry), 0)]
+               *_invocation(em.lines, has_return(program.entry), 0)]
         out = ["", "", f"_SIG = {_sig(program, ('int64', 'int64'))}", serial_decl,
                f"def vyre_kernel({storage_params}_n, _chunk):",
                "    for _g in range(_n):", *_indented(inv, 2)]
@@ -409,7 +405,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
         _ids(lid_em, 0, wg)
         em.block(program.entry, {}, 0)
         group = [*wg_ids, *shared_allocs, f"for _l in range({program.workgroup_invocations}):",
-                 *_indented(lid_em.lines, 1), *_invocation(em.lines, _has_return(program.entry), 1)]
+                 *_indented(lid_em.lines, 1), *_invocation(em.lines, has_return(program.entry), 1)]
         sig = _sig(program, ("int64", "int64", "int64"))
         out = ["", "", f"_SIG = {sig}", serial_decl, f"def vyre_kernel({storage_params}_gx, _gy, _gz):",
                "    for _w in range(_gx * _gy * _gz):", *_indented(group, 2)]

@@ -6,10 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import CodegenError
-from ..ir import AtomicOp, BinOpKind, DataType, Expr, Program, SubgroupBallot, SubgroupReduce, SubgroupShuffle
+from ..ir import (
+    AtomicOp, BinOpKind, BufferDecl, DataType, Expr, Node, Program, SubgroupBallot, SubgroupReduce,
+    SubgroupShuffle, node_exprs, walk, walk_nodes,
+)
 from .emit import CODEGEN_VERSION, Binding, Emitter
 from .flat import is_tunable
 from .inline import inline_calls
+from .interleave import INTERLEAVE, MAX_INTERLEAVED_SIZE, Interleaver
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
 
@@ -33,9 +37,15 @@ class CudaTarget:
     flag_returns: bool = False
     emulate_subgroups: bool = False
     scratch_types: set[DataType] = field(default_factory=set)
+    # the invocation being emitted in an interleaved body (vyre.codegen.interleave), else None
+    lane_k: int | None = None
 
     def id_src(self, kind: str, axis: int) -> str:
-        return "_lane" if kind == "lane" else f"_{kind}{axis}"
+        if kind == "lane":
+            return "_lane"
+        if kind == "gid" and axis == 0 and self.lane_k is not None:
+            return f"_gid0_{self.lane_k}"
+        return f"_{kind}{axis}"
 
     def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
                expected: str | None, zero: str) -> str:
@@ -49,7 +59,7 @@ class CudaTarget:
         return ["cuda.syncthreads()"]
 
     def ret(self) -> list[str]:
-        return ["return"]
+        return ["_ret = True", "break"] if self.flag_returns else ["return"]
 
     def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
                  fresh: Callable[[str], str]) -> list[str]:
@@ -166,33 +176,7 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
     ]
     params = ", ".join(buffer_src[b.name] for b in storage)
     if is_tunable(program):
-        # Flat form: see vyre.codegen.flat. Launch: vyre_kernel[blocks, threads](*bufs, n, ipt).
-        packed = len(storage) > _MAX_ARGS  # see vyre.codegen.cpu: >30-argument calls break numba
-        inv_args = "_bufs" if packed else params
-        em.emit(0, f"def _vy_invocation_py(_gid0{', ' if inv_args else ''}{inv_args}):")
-        if packed:
-            em.emit(1, f"{params}, = _bufs")
-        em.emit(1, "_gid1 = uint32(0)")
-        em.emit(1, "_gid2 = uint32(0)")
-        em.block(program.entry, {}, 1)
-        em.emit(0, "")
-        em.emit(0, "")
-        em.emit(0, "_vy_invocation = _dev(_vy_invocation_py)")
-        em.emit(0, "")
-        em.emit(0, "")
-        em.emit(0, f"def vyre_kernel_py({params}{', ' if params else ''}_n, _ipt):")
-        if packed:
-            em.emit(1, f"_bufs = ({params},)")
-        em.emit(1, "_t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)")
-        em.emit(1, "_stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)")
-        em.emit(1, "for _k in range(_ipt):")
-        em.emit(2, "_g = _t + _k * _stride")
-        em.emit(2, "if _g < _n:")
-        em.emit(3, f"_vy_invocation(uint32(_g){', ' if inv_args else ''}{inv_args})")
-        sig = _sig(program)[:-1] + (", " if storage else "") + "int64, int64)"
-        footer = ["", "", "VYRE_FLAT = True", f"VYRE_SIGNATURE = {sig!r}",
-                  f"vyre_kernel = cuda.jit(cache={cache})(vyre_kernel_py)"]
-        return "\n".join(header) + "\n" + PRELUDE + "\n\n" + "\n".join(em.lines + footer) + "\n"
+        return _emit_flat(program, em, target, storage, buffer_src, header, cache)
     wx, wy, _ = program.workgroup_size
     lines = em.lines
     em.emit(0, "def vyre_kernel_py(" + params + "):")
@@ -218,3 +202,66 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
         f"vyre_kernel = cuda.jit(cache={cache})(vyre_kernel_py)",
     ]
     return "\n".join(header) + "\n" + PRELUDE + "\n\n" + "\n".join(lines + footer) + "\n"
+
+
+def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[BufferDecl],
+               buffer_src: dict[str, str], header: list[str], cache: bool) -> str:
+    """Flat form (see vyre.codegen.flat). Launch: vyre_kernel[blocks, threads](*bufs, n, ipt); thread
+    t runs invocations t + j * stride for j < ipt, INTERLEAVE of them at a time while all exist
+    (vyre.codegen.interleave), the rest one by one."""
+    params = ", ".join(buffer_src[b.name] for b in storage)
+    packed = len(storage) > _MAX_ARGS  # see vyre.codegen.cpu: >30-argument calls break numba
+    inv_args = "_bufs" if packed else params
+    sep = ", " if inv_args else ""
+    em.emit(0, f"def _vy_invocation_py(_gid0{sep}{inv_args}):")
+    if packed:
+        em.emit(1, f"{params}, = _bufs")
+    em.emit(1, "_gid1 = uint32(0)")
+    em.emit(1, "_gid2 = uint32(0)")
+    em.block(program.entry, {}, 1)
+    em.emit(0, "")
+    em.emit(0, "")
+    em.emit(0, "_vy_invocation = _dev(_vy_invocation_py)")
+    em.emit(0, "")
+    em.emit(0, "")
+    k = INTERLEAVE if _size(program.entry) <= MAX_INTERLEAVED_SIZE else 1
+    gids = ", ".join(f"_gid0_{j}" for j in range(k))
+    if k > 1:
+        em.emit(0, f"def _vy_interleaved_py({gids}{sep}{inv_args}):")
+        if packed:
+            em.emit(1, f"{params}, = _bufs")
+        em.emit(1, "_gid1 = uint32(0)")
+        em.emit(1, "_gid2 = uint32(0)")
+        Interleaver(em, target, k).body(program.entry, [{} for _ in range(k)], 1)
+        target.lane_k = None
+        em.emit(0, "")
+        em.emit(0, "")
+        em.emit(0, "_vy_interleaved = _dev(_vy_interleaved_py)")
+        em.emit(0, "")
+        em.emit(0, "")
+    em.emit(0, f"def vyre_kernel_py({params}{', ' if params else ''}_n, _ipt):")
+    if packed:
+        em.emit(1, f"_bufs = ({params},)")
+    em.emit(1, "_t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)")
+    em.emit(1, "_stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)")
+    em.emit(1, "_j = int64(0)")
+    if k > 1:
+        em.emit(1, f"while _j + {k} <= _ipt and _t + (_j + {k - 1}) * _stride < _n:")
+        em.emit(2, "_g = _t + _j * _stride")
+        lanes = ", ".join("uint32(_g)" if j == 0 else f"uint32(_g + {j} * _stride)" for j in range(k))
+        em.emit(2, f"_vy_interleaved({lanes}{sep}{inv_args})")
+        em.emit(2, f"_j += {k}")
+    em.emit(1, "while _j < _ipt:")
+    em.emit(2, "_g = _t + _j * _stride")
+    em.emit(2, "if _g < _n:")
+    em.emit(3, f"_vy_invocation(uint32(_g){sep}{inv_args})")
+    em.emit(2, "_j += 1")
+    sig = _sig(program)[:-1] + (", " if storage else "") + "int64, int64)"
+    footer = ["", "", "VYRE_FLAT = True", f"VYRE_SIGNATURE = {sig!r}",
+              f"vyre_kernel = cuda.jit(cache={cache})(vyre_kernel_py)"]
+    return "\n".join(header) + "\n" + PRELUDE + "\n\n" + "\n".join(em.lines + footer) + "\n"
+
+
+def _size(body: tuple[Node, ...]) -> int:
+    """Statements plus expression nodes: a proxy for how much code a body compiles to."""
+    return sum(1 + sum(1 for e in node_exprs(n) for _ in walk(e)) for n in walk_nodes(body))

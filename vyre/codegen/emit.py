@@ -24,7 +24,7 @@ from ..ir import (
 from ..ir.typing import expr_type
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 
-CODEGEN_VERSION = 1
+CODEGEN_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,10 @@ def zero_of(t: DataType) -> str:
 def assigned_names(body: Iterable[Node]) -> set[str]:
     """Names that some ``Assign`` overwrites (such variables never prove a bound)."""
     return {n.name for n in walk_nodes(tuple(body)) if isinstance(n, Assign)}
+
+
+def has_return(body: tuple[Node, ...]) -> bool:
+    return any(isinstance(n, Return) for n in walk_nodes(body))
 
 
 def uses(program: Program, kinds: tuple[type, ...]) -> bool:

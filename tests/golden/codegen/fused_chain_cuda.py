@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda, codegen v1. Do not edit.
+# vyre generated kernel: target cuda, codegen v2. Do not edit.
 import math
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 
@@ -46,13 +46,61 @@ def _vy_invocation_py(_gid0, b0_x, b1_y, b2_out):
 _vy_invocation = _dev(_vy_invocation_py)
 
 
+def _vy_interleaved_py(_gid0_0, _gid0_1, _gid0_2, _gid0_3, b0_x, b1_y, b2_out):
+    _gid1 = uint32(0)
+    _gid2 = uint32(0)
+    v3_i = _gid0_0
+    v4_i = _gid0_1
+    v5_i = _gid0_2
+    v6_i = _gid0_3
+    _c7 = (v3_i < uint32(b2_out.shape[0]))
+    _c8 = (v4_i < uint32(b2_out.shape[0]))
+    _c9 = (v5_i < uint32(b2_out.shape[0]))
+    _c10 = (v6_i < uint32(b2_out.shape[0]))
+    if _c7 and _c8 and _c9 and _c10:
+        v11_xi = _vy_ld(b0_x, v3_i, float32(0))
+        v12_xi = _vy_ld(b0_x, v4_i, float32(0))
+        v13_xi = _vy_ld(b0_x, v5_i, float32(0))
+        v14_xi = _vy_ld(b0_x, v6_i, float32(0))
+        _v15 = ((_vy_exp32(v11_xi) * _vy_ld(b1_y, v3_i, float32(0))) + (_vy_sin32(v11_xi) * v11_xi))
+        _v16 = ((_vy_exp32(v12_xi) * _vy_ld(b1_y, v4_i, float32(0))) + (_vy_sin32(v12_xi) * v12_xi))
+        _v17 = ((_vy_exp32(v13_xi) * _vy_ld(b1_y, v5_i, float32(0))) + (_vy_sin32(v13_xi) * v13_xi))
+        _v18 = ((_vy_exp32(v14_xi) * _vy_ld(b1_y, v6_i, float32(0))) + (_vy_sin32(v14_xi) * v14_xi))
+        b2_out[v3_i] = _v15
+        b2_out[v4_i] = _v16
+        b2_out[v5_i] = _v17
+        b2_out[v6_i] = _v18
+    else:
+        if _c7:
+            v19_xi = _vy_ld(b0_x, v3_i, float32(0))
+            b2_out[v3_i] = ((_vy_exp32(v19_xi) * _vy_ld(b1_y, v3_i, float32(0))) + (_vy_sin32(v19_xi) * v19_xi))
+        if _c8:
+            v20_xi = _vy_ld(b0_x, v4_i, float32(0))
+            b2_out[v4_i] = ((_vy_exp32(v20_xi) * _vy_ld(b1_y, v4_i, float32(0))) + (_vy_sin32(v20_xi) * v20_xi))
+        if _c9:
+            v21_xi = _vy_ld(b0_x, v5_i, float32(0))
+            b2_out[v5_i] = ((_vy_exp32(v21_xi) * _vy_ld(b1_y, v5_i, float32(0))) + (_vy_sin32(v21_xi) * v21_xi))
+        if _c10:
+            v22_xi = _vy_ld(b0_x, v6_i, float32(0))
+            b2_out[v6_i] = ((_vy_exp32(v22_xi) * _vy_ld(b1_y, v6_i, float32(0))) + (_vy_sin32(v22_xi) * v22_xi))
+
+
+_vy_interleaved = _dev(_vy_interleaved_py)
+
+
 def vyre_kernel_py(b0_x, b1_y, b2_out, _n, _ipt):
     _t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)
     _stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)
-    for _k in range(_ipt):
-        _g = _t + _k * _stride
+    _j = int64(0)
+    while _j + 4 <= _ipt and _t + (_j + 3) * _stride < _n:
+        _g = _t + _j * _stride
+        _vy_interleaved(uint32(_g), uint32(_g + 1 * _stride), uint32(_g + 2 * _stride), uint32(_g + 3 * _stride), b0_x, b1_y, b2_out)
+        _j += 4
+    while _j < _ipt:
+        _g = _t + _j * _stride
         if _g < _n:
             _vy_invocation(uint32(_g), b0_x, b1_y, b2_out)
+        _j += 1
 
 
 VYRE_FLAT = True

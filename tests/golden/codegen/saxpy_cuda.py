@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda, codegen v1. Do not edit.
+# vyre generated kernel: target cuda, codegen v2. Do not edit.
 import math
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 
@@ -45,13 +45,53 @@ def _vy_invocation_py(_gid0, b0_a, b1_x, b2_y, b3_out):
 _vy_invocation = _dev(_vy_invocation_py)
 
 
+def _vy_interleaved_py(_gid0_0, _gid0_1, _gid0_2, _gid0_3, b0_a, b1_x, b2_y, b3_out):
+    _gid1 = uint32(0)
+    _gid2 = uint32(0)
+    v2_i = _gid0_0
+    v3_i = _gid0_1
+    v4_i = _gid0_2
+    v5_i = _gid0_3
+    _c6 = (v2_i < uint32(b3_out.shape[0]))
+    _c7 = (v3_i < uint32(b3_out.shape[0]))
+    _c8 = (v4_i < uint32(b3_out.shape[0]))
+    _c9 = (v5_i < uint32(b3_out.shape[0]))
+    if _c6 and _c7 and _c8 and _c9:
+        _v10 = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v2_i, float32(0))) + _vy_ld(b2_y, v2_i, float32(0)))
+        _v11 = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v3_i, float32(0))) + _vy_ld(b2_y, v3_i, float32(0)))
+        _v12 = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v4_i, float32(0))) + _vy_ld(b2_y, v4_i, float32(0)))
+        _v13 = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v5_i, float32(0))) + _vy_ld(b2_y, v5_i, float32(0)))
+        b3_out[v2_i] = _v10
+        b3_out[v3_i] = _v11
+        b3_out[v4_i] = _v12
+        b3_out[v5_i] = _v13
+    else:
+        if _c6:
+            b3_out[v2_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v2_i, float32(0))) + _vy_ld(b2_y, v2_i, float32(0)))
+        if _c7:
+            b3_out[v3_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v3_i, float32(0))) + _vy_ld(b2_y, v3_i, float32(0)))
+        if _c8:
+            b3_out[v4_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v4_i, float32(0))) + _vy_ld(b2_y, v4_i, float32(0)))
+        if _c9:
+            b3_out[v5_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v5_i, float32(0))) + _vy_ld(b2_y, v5_i, float32(0)))
+
+
+_vy_interleaved = _dev(_vy_interleaved_py)
+
+
 def vyre_kernel_py(b0_a, b1_x, b2_y, b3_out, _n, _ipt):
     _t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)
     _stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)
-    for _k in range(_ipt):
-        _g = _t + _k * _stride
+    _j = int64(0)
+    while _j + 4 <= _ipt and _t + (_j + 3) * _stride < _n:
+        _g = _t + _j * _stride
+        _vy_interleaved(uint32(_g), uint32(_g + 1 * _stride), uint32(_g + 2 * _stride), uint32(_g + 3 * _stride), b0_a, b1_x, b2_y, b3_out)
+        _j += 4
+    while _j < _ipt:
+        _g = _t + _j * _stride
         if _g < _n:
             _vy_invocation(uint32(_g), b0_a, b1_x, b2_y, b3_out)
+        _j += 1
 
 
 VYRE_FLAT = True
