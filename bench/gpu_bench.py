@@ -99,7 +99,7 @@ def bandwidth():
     k = next(kk for (p, kk) in _by_identity.values() if p is prog)
     sweep = {}
     for wg in (128, 256, 512, 1024):
-        for ipt in (1, 2, 4, 8):
+        for ipt in (1, 2, 4, 8, 16):
             k.launch = Launch(wg, ipt)
             k._fast = None
             sweep[(wg, ipt)] = cuda_time(lambda: k(args), reps=10)
@@ -377,6 +377,23 @@ def parity():
         ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
         got = vcompile(prog, "cuda")({k: v.copy() for k, v in arrays.items()}, grid=grid)
         fails += [f"{name}: {d}" for d in differences(got, ref, exact=True)]
+        count += 1
+    # flat kernels with launches that interleave several invocations per thread (the default launch
+    # of these small problems does not)
+    from tests.backend_runner import flat_generated_cases
+    from tests.interleave_cases import interleave_cases
+    from vyre.driver.dispatch import Launch
+
+    flat = [(n, p, a, None) for n, p, a in interleave_cases()]
+    flat += flat_generated_cases(int(os.environ.get("VYRE_GPU_INTERLEAVE_CASES", "100")))
+    for name, prog, arrays, grid in flat:
+        ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
+        kernel = vcompile(prog, "cuda")
+        for la in (Launch(4, 4), Launch(3, 9), Launch(32, 8)):
+            kernel.launch, kernel._fast = la, None
+            got = kernel({k: v.copy() for k, v in arrays.items()}, grid=grid)
+            fails += [f"{name} {la}: {d}" for d in differences(got, ref, exact=True)]
+        kernel.launch, kernel._fast = None, None
         count += 1
     print(f"{count} programs checked, {len(fails)} differences")
     for f in fails[:30]:
