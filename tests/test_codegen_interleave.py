@@ -24,9 +24,11 @@ def _interleaved_fn(src: str) -> list[str]:
 
 def test_fused_chain_issues_every_load_before_any_store() -> None:
     lines = _interleaved_fn(emit_cuda(fused_chain()))
-    assert lines[0].startswith("def _vy_interleaved_py(" + ", ".join(f"_gid0_{k}" for k in range(INTERLEAVE)))
+    assert lines[0].startswith("def _vy_interleaved_py(_g, _stride, ")
+    assert [x.strip() for x in lines[3:3 + INTERLEAVE]] == [
+        f"_gid0_{k} = uint32(_g + {k} * _stride)" for k in range(INTERLEAVE)]
     fast = lines[lines.index(next(x for x in lines if x.strip().startswith("if _c"))):]
-    fast = fast[:fast.index("    else:")]
+    fast = fast[:next(i for i, x in enumerate(fast) if x.startswith("    elif"))]
     stores = [i for i, x in enumerate(fast) if re.match(r"\s+b2_out\[", x)]
     loads = [i for i, x in enumerate(fast) if "_vy_ld(" in x]
     assert len(stores) == INTERLEAVE and len(loads) == 2 * INTERLEAVE
@@ -38,6 +40,22 @@ def test_the_common_guard_proves_the_interleaved_stores() -> None:
     lines = _interleaved_fn(emit_cuda(fused_chain()))
     assert not any("b2_out.shape[0]:" in x for x in lines if x.strip().startswith("if _i"))
     assert sum(1 for x in lines if re.match(r"\s+b2_out\[v\d+_i\] = _v\d+$", x)) == INTERLEAVE
+
+
+def test_disagreeing_groups_bail_out_before_a_write_and_finish_in_turn_after_one() -> None:
+    # nothing written yet: the group returns False and the kernel runs it one by one
+    lines = _interleaved_fn(emit_cuda(CASES["early_return"]()))
+    assert any(x.strip() == "return False" for x in lines)
+    # a store came first: no bail-out; each invocation finishes on its own in a one-trip loop
+    lines = _interleaved_fn(emit_cuda(CASES["return_in_else"]()))
+    assert not any(x.strip() == "return False" for x in lines[:_first_store(lines)])
+    lines = _interleaved_fn(emit_cuda(CASES["shadowing"]()))
+    assert not any(x.strip() == "return False" for x in lines)
+    assert sum(1 for x in lines if x.strip() == "for _once in range(1):") == INTERLEAVE
+
+
+def _first_store(lines: list[str]) -> int:
+    return next(i for i, x in enumerate(lines) if re.match(r"\s+b\d+_out\w*\[", x))
 
 
 def test_loop_bodies_run_in_turn_and_still_interleave_around() -> None:

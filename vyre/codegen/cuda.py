@@ -208,7 +208,7 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
                buffer_src: dict[str, str], header: list[str], cache: bool) -> str:
     """Flat form (see vyre.codegen.flat). Launch: vyre_kernel[blocks, threads](*bufs, n, ipt); thread
     t runs invocations t + j * stride for j < ipt, INTERLEAVE of them at a time while all exist
-    (vyre.codegen.interleave), the rest one by one."""
+    (vyre.codegen.interleave); the rest, and groups whose invocations disagree, one by one."""
     params = ", ".join(buffer_src[b.name] for b in storage)
     packed = len(storage) > _MAX_ARGS  # see vyre.codegen.cpu: >30-argument calls break numba
     inv_args = "_bufs" if packed else params
@@ -225,15 +225,15 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
     em.emit(0, "")
     em.emit(0, "")
     k = INTERLEAVE if _size(program.entry) <= MAX_INTERLEAVED_SIZE else 1
-    gids = ", ".join(f"_gid0_{j}" for j in range(k))
     if k > 1:
-        em.emit(0, f"def _vy_interleaved_py({gids}{sep}{inv_args}):")
+        em.emit(0, f"def _vy_interleaved_py(_g, _stride{sep}{inv_args}):")
         if packed:
             em.emit(1, f"{params}, = _bufs")
         em.emit(1, "_gid1 = uint32(0)")
         em.emit(1, "_gid2 = uint32(0)")
-        Interleaver(em, target, k).body(program.entry, [{} for _ in range(k)], 1)
-        target.lane_k = None
+        for j in range(k):
+            em.emit(1, f"_gid0_{j} = uint32(_g + {j} * _stride)")
+        Interleaver(em, target, k).function_body(program.entry, 1)
         em.emit(0, "")
         em.emit(0, "")
         em.emit(0, "_vy_interleaved = _dev(_vy_interleaved_py)")
@@ -245,16 +245,20 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
     em.emit(1, "_t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)")
     em.emit(1, "_stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)")
     em.emit(1, "_j = int64(0)")
-    if k > 1:
-        em.emit(1, f"while _j + {k} <= _ipt and _t + (_j + {k - 1}) * _stride < _n:")
-        em.emit(2, "_g = _t + _j * _stride")
-        lanes = ", ".join("uint32(_g)" if j == 0 else f"uint32(_g + {j} * _stride)" for j in range(k))
-        em.emit(2, f"_vy_interleaved({lanes}{sep}{inv_args})")
-        em.emit(2, f"_j += {k}")
+    em.emit(1, "_solo = int64(0)  # invocations left to run one by one after a group disagreed")
     em.emit(1, "while _j < _ipt:")
     em.emit(2, "_g = _t + _j * _stride")
+    if k > 1:
+        em.emit(2, f"if _solo == 0 and _j + {k} <= _ipt and _g + {k - 1} * _stride < _n:")
+        em.emit(3, f"if _vy_interleaved(_g, _stride{sep}{inv_args}):")
+        em.emit(4, f"_j += {k}")
+        em.emit(4, "continue")
+        em.emit(3, f"_solo = {k}")
     em.emit(2, "if _g < _n:")
     em.emit(3, f"_vy_invocation(uint32(_g){sep}{inv_args})")
+    if k > 1:
+        em.emit(2, "if _solo > 0:")
+        em.emit(3, "_solo -= 1")
     em.emit(2, "_j += 1")
     sig = _sig(program)[:-1] + (", " if storage else "") + "int64, int64)"
     footer = ["", "", "VYRE_FLAT = True", f"VYRE_SIGNATURE = {sig!r}",

@@ -3,9 +3,9 @@
 A CUDA thread that runs its invocations one after another cannot issue the loads of the next before
 the stores of the current one: numba cannot tell the compiler that buffers do not alias, so a store
 orders every later load after it, and each invocation pays the full memory latency alone. Measured
-on an H200 (``bench/gpu_chain_ceiling.py``), that caps a transcendental elementwise chain near 82% of
-copy bandwidth. Interleaving K invocations, so that statement ``s`` runs for all K before statement
-``s + 1`` runs for any, puts K invocations' loads in flight at once (K = 4: about 90%).
+on an H200 (``bench/gpu_chain_ceiling.py``), that capped a transcendental elementwise chain at 82%
+of copy bandwidth. Interleaving K invocations, so that statement ``s`` runs for all K before
+statement ``s + 1`` runs for any, puts K invocations' loads in flight at once.
 
 This is a legal schedule: invocations are unordered (``docs/semantics.md``), and running statements
 of several invocations in turn is what the lanes of a warp do anyway. The rules:
@@ -14,10 +14,16 @@ of several invocations in turn is what the lanes of a warp do anyway. The rules:
 * ``Store``: the K indices and values are computed first, then the K stores, so no store of one
   invocation sits between the loads of another's value.
 * ``If`` (without ``Return`` inside): the K conditions are computed; when they agree, the branch
-  runs interleaved; otherwise each invocation runs its own branch, in turn.
-* A statement holding a ``Return``: when it is ``if c { ...return... } else { ... }`` and no
-  invocation takes the returning branch, emission stays interleaved; otherwise the rest of the body
-  runs once per invocation, in turn, each in a one-trip loop that ``Return`` breaks.
+  runs interleaved.
+* A statement holding a ``Return``: when it is an ``If`` with a branch free of ``Return`` and
+  every invocation takes that branch, emission stays interleaved.
+* Otherwise (the invocations disagree): if nothing so far wrote memory, the interleaved function
+  returns False and the caller runs the K invocations one by one from the start (the work so far
+  was loads and arithmetic, so nothing is done twice that anyone could see). After a write, each
+  invocation finishes on its own, in turn; a ``Return`` there breaks a one-trip loop.
+
+The bail-out keeps code size near K + 1 copies of the body: the one-by-one path is the
+per-invocation function, called from one site.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from typing import Protocol
 
 from ..errors import CodegenError
 from ..ir import (
-    Assign, Barrier, Block, Expr, If, InvocationId, Let, LitU32, Loop, Node, Region, Return, Store, Var,
+    Assign, Atomic, Barrier, Block, Expr, If, InvocationId, Let, LitU32, Loop, Node, Region, Return,
+    Store, Var, walk_nodes,
 )
 from .emit import Binding, Emitter, Target, has_return
 
@@ -46,20 +53,34 @@ class InterleaveTarget(Target, Protocol):
     lane_k: int | None
 
 
+def writes_memory(n: Node) -> bool:
+    return any(isinstance(m, Store) or (isinstance(m, Let) and isinstance(m.value, Atomic))
+               for m in walk_nodes((n,)))
+
+
 @dataclass
 class Interleaver:
-    """Emits through ``em`` K invocations of a body interleaved (see the module docs)."""
+    """Emits through ``em`` the body of a function that runs K invocations interleaved and returns
+    True, or returns False before writing anything when they disagree (see the module docs)."""
 
     em: Emitter
     target: InterleaveTarget
     k: int
+    wrote: bool = False  # has the path being emitted written memory yet?
 
     def _set(self, k: int) -> None:
         self.target.lane_k = k
 
+    def function_body(self, body: tuple[Node, ...], indent: int) -> None:
+        self.body(body, [{} for _ in range(self.k)], indent)
+        self.em.emit(indent, "return True")
+        self.target.lane_k = None
+
     def body(self, body: tuple[Node, ...], scopes: Scopes, indent: int) -> None:
         start = len(self.em.lines)
+        saved = self.wrote
         self.block(body, scopes, indent)
+        self.wrote = saved
         if len(self.em.lines) == start:
             self.em.emit(indent, "pass")
 
@@ -70,6 +91,7 @@ class Interleaver:
                 self.split(body[pos:], scopes, indent)
                 break
             self.stmt(n, scopes, indent)
+            self.wrote = self.wrote or writes_memory(n)
         self.em.facts = saved
 
     def each(self, n: Node, scopes: Scopes, indent: int) -> None:
@@ -112,11 +134,13 @@ class Interleaver:
                     em.facts = em.facts | em.bound_facts(cond, scopes[k])
                 self.body(then, [dict(s) for s in scopes], indent + 1)
                 em.facts = saved
-                if otherwise:
-                    em.emit(indent, f"elif not ({' or '.join(conds)}):")
-                    self.body(otherwise, [dict(s) for s in scopes], indent + 1)
-                em.emit(indent, "else:")  # the invocations disagree: each runs its own branch
-                for k in range(self.k):
+                em.emit(indent, f"elif not ({' or '.join(conds)}):")
+                self.body(otherwise, [dict(s) for s in scopes], indent + 1)
+                em.emit(indent, "else:")
+                if not self.wrote:
+                    em.emit(indent + 1, "return False")
+                    return
+                for k in range(self.k):  # each invocation runs its own branch, in turn
                     self._set(k)
                     em.emit(indent + 1, f"if {conds[k]}:")
                     em.facts = saved | em.bound_facts(cond, scopes[k])
@@ -146,14 +170,30 @@ class Interleaver:
         """``rest`` starts with a statement that holds a ``Return``."""
         em = self.em
         first = rest[0]
-        if isinstance(first, If) and not has_return(first.otherwise):
+        if isinstance(first, If) and not (has_return(first.then) and has_return(first.otherwise)):
+            # when every invocation takes the branch without a Return, stay interleaved
             conds = self.conditions(first.cond, scopes, indent)
-            em.emit(indent, f"if not ({' or '.join(conds)}):")  # nobody returns: stay interleaved
+            saved_facts = self.em.facts
+            if has_return(first.then):
+                em.emit(indent, f"if not ({' or '.join(conds)}):")
+                branch = first.otherwise
+            else:
+                em.emit(indent, f"if {' and '.join(conds)}:")
+                branch = first.then
+                for k in range(self.k):
+                    em.facts = em.facts | em.bound_facts(first.cond, scopes[k])
             inner = [dict(s) for s in scopes]
-            self.body(first.otherwise, [dict(s) for s in inner], indent + 1)
+            saved = self.wrote
+            self.body(branch, [dict(s) for s in inner], indent + 1)
+            em.facts = saved_facts
+            self.wrote = saved or writes_memory(first)
             self.body(rest[1:], inner, indent + 1)
+            self.wrote = saved
             em.emit(indent, "else:")
             indent += 1
+        if not self.wrote:
+            em.emit(indent, "return False")
+            return
         self.target.flag_returns = True
         for k in range(self.k):
             self._set(k)

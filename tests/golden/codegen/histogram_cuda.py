@@ -45,9 +45,13 @@ def _vy_invocation_py(_gid0, b0_keys, b1_counts):
 _vy_invocation = _dev(_vy_invocation_py)
 
 
-def _vy_interleaved_py(_gid0_0, _gid0_1, _gid0_2, _gid0_3, b0_keys, b1_counts):
+def _vy_interleaved_py(_g, _stride, b0_keys, b1_counts):
     _gid1 = uint32(0)
     _gid2 = uint32(0)
+    _gid0_0 = uint32(_g + 0 * _stride)
+    _gid0_1 = uint32(_g + 1 * _stride)
+    _gid0_2 = uint32(_g + 2 * _stride)
+    _gid0_3 = uint32(_g + 3 * _stride)
     v3_i = _gid0_0
     v4_i = _gid0_1
     v5_i = _gid0_2
@@ -61,15 +65,11 @@ def _vy_interleaved_py(_gid0_0, _gid0_1, _gid0_2, _gid0_3, b0_keys, b1_counts):
         v12__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v4_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v4_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
         v13__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v5_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v5_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
         v14__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v6_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v6_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
+    elif not (_c7 or _c8 or _c9 or _c10):
+        pass
     else:
-        if _c7:
-            v15__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v3_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v3_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
-        if _c8:
-            v16__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v4_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v4_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
-        if _c9:
-            v17__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v5_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v5_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
-        if _c10:
-            v18__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v6_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v6_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
+        return False
+    return True
 
 
 _vy_interleaved = _dev(_vy_interleaved_py)
@@ -79,14 +79,18 @@ def vyre_kernel_py(b0_keys, b1_counts, _n, _ipt):
     _t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)
     _stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)
     _j = int64(0)
-    while _j + 4 <= _ipt and _t + (_j + 3) * _stride < _n:
-        _g = _t + _j * _stride
-        _vy_interleaved(uint32(_g), uint32(_g + 1 * _stride), uint32(_g + 2 * _stride), uint32(_g + 3 * _stride), b0_keys, b1_counts)
-        _j += 4
+    _solo = int64(0)  # invocations left to run one by one after a group disagreed
     while _j < _ipt:
         _g = _t + _j * _stride
+        if _solo == 0 and _j + 4 <= _ipt and _g + 3 * _stride < _n:
+            if _vy_interleaved(_g, _stride, b0_keys, b1_counts):
+                _j += 4
+                continue
+            _solo = 4
         if _g < _n:
             _vy_invocation(uint32(_g), b0_keys, b1_counts)
+        if _solo > 0:
+            _solo -= 1
         _j += 1
 
 

@@ -49,9 +49,13 @@ def _vy_invocation_py(_gid0, b0_m, b1_v, b2_out):
 _vy_invocation = _dev(_vy_invocation_py)
 
 
-def _vy_interleaved_py(_gid0_0, _gid0_1, _gid0_2, _gid0_3, b0_m, b1_v, b2_out):
+def _vy_interleaved_py(_g, _stride, b0_m, b1_v, b2_out):
     _gid1 = uint32(0)
     _gid2 = uint32(0)
+    _gid0_0 = uint32(_g + 0 * _stride)
+    _gid0_1 = uint32(_g + 1 * _stride)
+    _gid0_2 = uint32(_g + 2 * _stride)
+    _gid0_3 = uint32(_g + 3 * _stride)
     v5_r = _gid0_0
     v6_r = _gid0_1
     v7_r = _gid0_2
@@ -85,31 +89,11 @@ def _vy_interleaved_py(_gid0_0, _gid0_1, _gid0_2, _gid0_3, b0_m, b1_v, b2_out):
         b2_out[v6_r] = _v26
         b2_out[v7_r] = _v27
         b2_out[v8_r] = _v28
+    elif not (_c9 or _c10 or _c11 or _c12):
+        pass
     else:
-        if _c9:
-            v29_acc = float32(0.0)
-            for _it30 in range(int64(uint32(0)), int64(uint32(b1_v.shape[0]))):
-                v31_j = uint32(_it30)
-                v29_acc = (v29_acc + (_vy_ld(b0_m, uint32(uint32(v5_r * uint32(b1_v.shape[0])) + v31_j), float32(0)) * b1_v[v31_j]))
-            b2_out[v5_r] = v29_acc
-        if _c10:
-            v32_acc = float32(0.0)
-            for _it33 in range(int64(uint32(0)), int64(uint32(b1_v.shape[0]))):
-                v34_j = uint32(_it33)
-                v32_acc = (v32_acc + (_vy_ld(b0_m, uint32(uint32(v6_r * uint32(b1_v.shape[0])) + v34_j), float32(0)) * b1_v[v34_j]))
-            b2_out[v6_r] = v32_acc
-        if _c11:
-            v35_acc = float32(0.0)
-            for _it36 in range(int64(uint32(0)), int64(uint32(b1_v.shape[0]))):
-                v37_j = uint32(_it36)
-                v35_acc = (v35_acc + (_vy_ld(b0_m, uint32(uint32(v7_r * uint32(b1_v.shape[0])) + v37_j), float32(0)) * b1_v[v37_j]))
-            b2_out[v7_r] = v35_acc
-        if _c12:
-            v38_acc = float32(0.0)
-            for _it39 in range(int64(uint32(0)), int64(uint32(b1_v.shape[0]))):
-                v40_j = uint32(_it39)
-                v38_acc = (v38_acc + (_vy_ld(b0_m, uint32(uint32(v8_r * uint32(b1_v.shape[0])) + v40_j), float32(0)) * b1_v[v40_j]))
-            b2_out[v8_r] = v38_acc
+        return False
+    return True
 
 
 _vy_interleaved = _dev(_vy_interleaved_py)
@@ -119,14 +103,18 @@ def vyre_kernel_py(b0_m, b1_v, b2_out, _n, _ipt):
     _t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)
     _stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)
     _j = int64(0)
-    while _j + 4 <= _ipt and _t + (_j + 3) * _stride < _n:
-        _g = _t + _j * _stride
-        _vy_interleaved(uint32(_g), uint32(_g + 1 * _stride), uint32(_g + 2 * _stride), uint32(_g + 3 * _stride), b0_m, b1_v, b2_out)
-        _j += 4
+    _solo = int64(0)  # invocations left to run one by one after a group disagreed
     while _j < _ipt:
         _g = _t + _j * _stride
+        if _solo == 0 and _j + 4 <= _ipt and _g + 3 * _stride < _n:
+            if _vy_interleaved(_g, _stride, b0_m, b1_v, b2_out):
+                _j += 4
+                continue
+            _solo = 4
         if _g < _n:
             _vy_invocation(uint32(_g), b0_m, b1_v, b2_out)
+        if _solo > 0:
+            _solo -= 1
         _j += 1
 
 

@@ -45,9 +45,13 @@ def _vy_invocation_py(_gid0, b0_a, b1_x, b2_y, b3_out):
 _vy_invocation = _dev(_vy_invocation_py)
 
 
-def _vy_interleaved_py(_gid0_0, _gid0_1, _gid0_2, _gid0_3, b0_a, b1_x, b2_y, b3_out):
+def _vy_interleaved_py(_g, _stride, b0_a, b1_x, b2_y, b3_out):
     _gid1 = uint32(0)
     _gid2 = uint32(0)
+    _gid0_0 = uint32(_g + 0 * _stride)
+    _gid0_1 = uint32(_g + 1 * _stride)
+    _gid0_2 = uint32(_g + 2 * _stride)
+    _gid0_3 = uint32(_g + 3 * _stride)
     v2_i = _gid0_0
     v3_i = _gid0_1
     v4_i = _gid0_2
@@ -65,15 +69,11 @@ def _vy_interleaved_py(_gid0_0, _gid0_1, _gid0_2, _gid0_3, b0_a, b1_x, b2_y, b3_
         b3_out[v3_i] = _v11
         b3_out[v4_i] = _v12
         b3_out[v5_i] = _v13
+    elif not (_c6 or _c7 or _c8 or _c9):
+        pass
     else:
-        if _c6:
-            b3_out[v2_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v2_i, float32(0))) + _vy_ld(b2_y, v2_i, float32(0)))
-        if _c7:
-            b3_out[v3_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v3_i, float32(0))) + _vy_ld(b2_y, v3_i, float32(0)))
-        if _c8:
-            b3_out[v4_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v4_i, float32(0))) + _vy_ld(b2_y, v4_i, float32(0)))
-        if _c9:
-            b3_out[v5_i] = ((_vy_ld(b0_a, uint32(0), float32(0)) * _vy_ld(b1_x, v5_i, float32(0))) + _vy_ld(b2_y, v5_i, float32(0)))
+        return False
+    return True
 
 
 _vy_interleaved = _dev(_vy_interleaved_py)
@@ -83,14 +83,18 @@ def vyre_kernel_py(b0_a, b1_x, b2_y, b3_out, _n, _ipt):
     _t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)
     _stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)
     _j = int64(0)
-    while _j + 4 <= _ipt and _t + (_j + 3) * _stride < _n:
-        _g = _t + _j * _stride
-        _vy_interleaved(uint32(_g), uint32(_g + 1 * _stride), uint32(_g + 2 * _stride), uint32(_g + 3 * _stride), b0_a, b1_x, b2_y, b3_out)
-        _j += 4
+    _solo = int64(0)  # invocations left to run one by one after a group disagreed
     while _j < _ipt:
         _g = _t + _j * _stride
+        if _solo == 0 and _j + 4 <= _ipt and _g + 3 * _stride < _n:
+            if _vy_interleaved(_g, _stride, b0_a, b1_x, b2_y, b3_out):
+                _j += 4
+                continue
+            _solo = 4
         if _g < _n:
             _vy_invocation(uint32(_g), b0_a, b1_x, b2_y, b3_out)
+        if _solo > 0:
+            _solo -= 1
         _j += 1
 
 
