@@ -11,8 +11,8 @@ import pytest
 from tests.interleave_cases import CASES
 from tests.subproc import run_checks
 from vyre.codegen.cuda import emit_cuda
-from vyre.codegen.interleave import INTERLEAVE, MAX_INTERLEAVED_SIZE
-from vyre.driver.dispatch import CUDA_INTERLEAVE_MIN_INVOCATIONS, Kernel, Launch
+from vyre.codegen.interleave import INTERLEAVE, INTERLEAVE_MIN_INVOCATIONS, MAX_INTERLEAVED_SIZE
+from vyre.driver.dispatch import Kernel, Launch
 from vyre.examples import fused_chain, matvec
 from vyre.ir import F32, Program, gid, let, output, read, store, var
 
@@ -42,20 +42,19 @@ def test_the_common_guard_proves_the_interleaved_stores() -> None:
     assert sum(1 for x in lines if re.match(r"\s+b2_out\[v\d+_i\] = _v\d+$", x)) == INTERLEAVE
 
 
-def test_disagreeing_groups_bail_out_before_a_write_and_finish_in_turn_after_one() -> None:
-    # nothing written yet: the group returns False and the kernel runs it one by one
-    lines = _interleaved_fn(emit_cuda(CASES["early_return"]()))
-    assert any(x.strip() == "return False" for x in lines)
-    # a store came first: no bail-out; each invocation finishes on its own in a one-trip loop
-    lines = _interleaved_fn(emit_cuda(CASES["return_in_else"]()))
-    assert not any(x.strip() == "return False" for x in lines[:_first_store(lines)])
+def _solo_points(lines: list[str]) -> int:
+    return sum(1 for x in lines if x.strip() == f"for _q in range({INTERLEAVE}):")
+
+
+def test_disagreeing_groups_go_one_by_one_before_a_write_and_finish_in_turn_after_one() -> None:
+    # nothing written yet: the group is handed to the per-invocation function, in a loop
+    for name in ("early_return", "return_in_else", "divergent_branches", "return_chain"):
+        assert _solo_points(_interleaved_fn(emit_cuda(CASES[name]()))) >= 1, name
+    assert _solo_points(_interleaved_fn(emit_cuda(fused_chain()))) == 1
+    # a store came first: each invocation finishes on its own in a one-trip loop
     lines = _interleaved_fn(emit_cuda(CASES["shadowing"]()))
-    assert not any(x.strip() == "return False" for x in lines)
+    assert _solo_points(lines) == 0
     assert sum(1 for x in lines if x.strip() == "for _once in range(1):") == INTERLEAVE
-
-
-def _first_store(lines: list[str]) -> int:
-    return next(i for i, x in enumerate(lines) if re.match(r"\s+b\d+_out\w*\[", x))
 
 
 def test_loop_bodies_run_in_turn_and_still_interleave_around() -> None:
@@ -76,8 +75,14 @@ def test_large_bodies_are_not_interleaved() -> None:
     assert "while _j < _ipt:" in src
 
 
-@pytest.mark.parametrize("n, ipt", [(CUDA_INTERLEAVE_MIN_INVOCATIONS - 1, 1),
-                                    (CUDA_INTERLEAVE_MIN_INVOCATIONS, INTERLEAVE)])
+def test_programs_with_only_small_static_buffers_are_not_interleaved() -> None:
+    small = fused_chain(INTERLEAVE_MIN_INVOCATIONS - 1)
+    assert "_vy_interleaved" not in emit_cuda(small)
+    assert "_vy_interleaved" in emit_cuda(fused_chain(INTERLEAVE_MIN_INVOCATIONS))
+
+
+@pytest.mark.parametrize("n, ipt", [(INTERLEAVE_MIN_INVOCATIONS - 1, 1),
+                                    (INTERLEAVE_MIN_INVOCATIONS, INTERLEAVE)])
 def test_default_cuda_launch_interleaves_big_problems(n: int, ipt: int) -> None:
     k = Kernel(fused_chain(), "cuda", None, "key", False, 0.0, flat=True)
     assert k.default_launch(n) == Launch(256, ipt)  # fused_chain's workgroup is 256 as well

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 
 from ..errors import CodegenError
 from ..ir import (
-    AtomicOp, BinOpKind, BufferDecl, DataType, Expr, Node, Program, SubgroupBallot, SubgroupReduce,
-    SubgroupShuffle, node_exprs, walk, walk_nodes,
+    AtomicOp, BinOpKind, BufferDecl, DataType, Expr, Program, SubgroupBallot, SubgroupReduce,
+    SubgroupShuffle,
 )
 from .emit import CODEGEN_VERSION, Binding, Emitter
 from .flat import is_tunable
 from .inline import inline_calls
-from .interleave import INTERLEAVE, MAX_INTERLEAVED_SIZE, Interleaver
+from .interleave import INTERLEAVE, Interleaver, worth_interleaving
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
 
@@ -224,7 +224,7 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
     em.emit(0, "_vy_invocation = _dev(_vy_invocation_py)")
     em.emit(0, "")
     em.emit(0, "")
-    k = INTERLEAVE if _size(program.entry) <= MAX_INTERLEAVED_SIZE else 1
+    k = INTERLEAVE if worth_interleaving(program) else 1
     if k > 1:
         em.emit(0, f"def _vy_interleaved_py(_g, _stride{sep}{inv_args}):")
         if packed:
@@ -233,7 +233,8 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
         em.emit(1, "_gid2 = uint32(0)")
         for j in range(k):
             em.emit(1, f"_gid0_{j} = uint32(_g + {j} * _stride)")
-        Interleaver(em, target, k).function_body(program.entry, 1)
+        solo = f"_vy_invocation(uint32(_g + _q * _stride){sep}{inv_args})"
+        Interleaver(em, target, k, solo).function_body(program.entry, 1)
         em.emit(0, "")
         em.emit(0, "")
         em.emit(0, "_vy_interleaved = _dev(_vy_interleaved_py)")
@@ -245,27 +246,17 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
     em.emit(1, "_t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)")
     em.emit(1, "_stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)")
     em.emit(1, "_j = int64(0)")
-    em.emit(1, "_solo = int64(0)  # invocations left to run one by one after a group disagreed")
+    if k > 1:
+        em.emit(1, f"while _j + {k} <= _ipt and _t + (_j + {k - 1}) * _stride < _n:")
+        em.emit(2, f"_vy_interleaved(_t + _j * _stride, _stride{sep}{inv_args})")
+        em.emit(2, f"_j += {k}")
     em.emit(1, "while _j < _ipt:")
     em.emit(2, "_g = _t + _j * _stride")
-    if k > 1:
-        em.emit(2, f"if _solo == 0 and _j + {k} <= _ipt and _g + {k - 1} * _stride < _n:")
-        em.emit(3, f"if _vy_interleaved(_g, _stride{sep}{inv_args}):")
-        em.emit(4, f"_j += {k}")
-        em.emit(4, "continue")
-        em.emit(3, f"_solo = {k}")
     em.emit(2, "if _g < _n:")
     em.emit(3, f"_vy_invocation(uint32(_g){sep}{inv_args})")
-    if k > 1:
-        em.emit(2, "if _solo > 0:")
-        em.emit(3, "_solo -= 1")
     em.emit(2, "_j += 1")
     sig = _sig(program)[:-1] + (", " if storage else "") + "int64, int64)"
     footer = ["", "", "VYRE_FLAT = True", f"VYRE_SIGNATURE = {sig!r}",
               f"vyre_kernel = cuda.jit(cache={cache})(vyre_kernel_py)"]
     return "\n".join(header) + "\n" + PRELUDE + "\n\n" + "\n".join(em.lines + footer) + "\n"
 
-
-def _size(body: tuple[Node, ...]) -> int:
-    """Statements plus expression nodes: a proxy for how much code a body compiles to."""
-    return sum(1 + sum(1 for e in node_exprs(n) for _ in walk(e)) for n in walk_nodes(body))

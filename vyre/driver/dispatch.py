@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..codegen.emit import CODEGEN_VERSION
-from ..codegen.interleave import INTERLEAVE
+from ..codegen.interleave import INTERLEAVE, INTERLEAVE_MIN_INVOCATIONS
 from ..errors import DispatchError
 from ..ir import BufferDecl, Program
 from . import cache
@@ -24,8 +24,6 @@ Grid = int | Sequence[int]
 # CPU dispatches of fewer invocations run the serial kernel: below this the thread pool's wake-up
 # costs more than it saves, and the parallel kernel is not even compiled until needed.
 PARALLEL_MIN_INVOCATIONS = 1 << 15
-#: Flat CUDA kernels launch INTERLEAVE invocations per thread by default from this many on.
-CUDA_INTERLEAVE_MIN_INVOCATIONS = 1 << 20
 # os.environ's own dict (bytes keys on POSIX): a membership test there costs no encoding, which
 # matters on the cached dispatch path.
 _ENV: Any = getattr(os.environ, "_data", os.environ)
@@ -108,7 +106,7 @@ class Kernel:
         if self.backend == "cpu":
             # a few chunks per core: small enough to balance, big enough to amortise the scheduler
             return Launch(1024, max(1, min(4096, invocations // (64 * 1024))))
-        if invocations >= CUDA_INTERLEAVE_MIN_INVOCATIONS:
+        if invocations >= INTERLEAVE_MIN_INVOCATIONS:
             # enough to fill the GPU with INTERLEAVE invocations per thread, which a flat kernel
             # runs interleaved (vyre.codegen.interleave): more loads in flight per thread
             return Launch(256, INTERLEAVE)

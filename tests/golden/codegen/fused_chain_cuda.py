@@ -77,8 +77,9 @@ def _vy_interleaved_py(_g, _stride, b0_x, b1_y, b2_out):
     elif not (_c7 or _c8 or _c9 or _c10):
         pass
     else:
-        return False
-    return True
+        for _q in range(4):
+            _vy_invocation(uint32(_g + _q * _stride), b0_x, b1_y, b2_out)
+        return
 
 
 _vy_interleaved = _dev(_vy_interleaved_py)
@@ -88,18 +89,13 @@ def vyre_kernel_py(b0_x, b1_y, b2_out, _n, _ipt):
     _t = int64(cuda.blockIdx.x) * int64(cuda.blockDim.x) + int64(cuda.threadIdx.x)
     _stride = int64(cuda.gridDim.x) * int64(cuda.blockDim.x)
     _j = int64(0)
-    _solo = int64(0)  # invocations left to run one by one after a group disagreed
+    while _j + 4 <= _ipt and _t + (_j + 3) * _stride < _n:
+        _vy_interleaved(_t + _j * _stride, _stride, b0_x, b1_y, b2_out)
+        _j += 4
     while _j < _ipt:
         _g = _t + _j * _stride
-        if _solo == 0 and _j + 4 <= _ipt and _g + 3 * _stride < _n:
-            if _vy_interleaved(_g, _stride, b0_x, b1_y, b2_out):
-                _j += 4
-                continue
-            _solo = 4
         if _g < _n:
             _vy_invocation(uint32(_g), b0_x, b1_y, b2_out)
-        if _solo > 0:
-            _solo -= 1
         _j += 1
 
 
