@@ -14,7 +14,7 @@ from vyre.codegen.cuda import emit_cuda
 from vyre.codegen.interleave import INTERLEAVE, INTERLEAVE_MIN_INVOCATIONS, MAX_INTERLEAVED_SIZE
 from vyre.driver.dispatch import Kernel, Launch
 from vyre.examples import fused_chain, matvec
-from vyre.ir import F32, Program, gid, let, output, read, store, var
+from vyre.ir import F32, Program, buflen, gid, if_, let, output, read, store, var
 
 
 def _interleaved_fn(src: str) -> list[str]:
@@ -55,6 +55,17 @@ def test_disagreeing_groups_go_one_by_one_before_a_write_and_finish_in_turn_afte
     lines = _interleaved_fn(emit_cuda(CASES["shadowing"]()))
     assert _solo_points(lines) == 0
     assert sum(1 for x in lines if x.strip() == "for _once in range(1):") == INTERLEAVE
+
+
+def test_a_guard_on_the_invocation_id_itself_proves_every_store() -> None:
+    # the index source follows the invocation (_gid0_0.._gid0_3): each needs its own fact
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    prog = Program.wrapped([x, out], 64, [if_(gid().lt(buflen(out)), [store(out, gid(), x[gid()] * 2.0)])])
+    lines = _interleaved_fn(emit_cuda(prog))
+    stores = [x.strip() for x in lines if "b1_out[" in x]
+    assert len(stores) == INTERLEAVE
+    assert all(re.fullmatch(rf"b1_out\[_gid0_{k}\] = _v\d+", x) for k, x in enumerate(stores)), stores
+    assert not [x for x in lines if "if _gid0_" in x and "b1_out.shape[0]:" in x]  # no store guard left
 
 
 def test_loop_bodies_run_in_turn_and_still_interleave_around() -> None:

@@ -156,8 +156,7 @@ class Interleaver:
                 conds = self.conditions(cond, scopes, indent)
                 saved = em.facts
                 em.emit(indent, f"if {' and '.join(conds)}:")
-                for k in range(self.k):
-                    em.facts = em.facts | em.bound_facts(cond, scopes[k])
+                self.add_facts(cond, scopes)
                 self.body(then, [dict(s) for s in scopes], indent + 1)
                 em.facts = saved
                 em.emit(indent, f"elif not ({' or '.join(conds)}):")
@@ -183,6 +182,12 @@ class Interleaver:
             case _:
                 raise TypeError(f"not a vyre node: {n!r}")
 
+    def add_facts(self, cond: Expr, scopes: Scopes) -> None:
+        """Bounds that ``cond`` proves for every invocation (all K conditions hold)."""
+        for k in range(self.k):
+            self._set(k)  # a fact names the index's source, which follows the invocation
+            self.em.facts = self.em.facts | self.em.bound_facts(cond, scopes[k])
+
     def conditions(self, cond: Expr, scopes: Scopes, indent: int) -> list[str]:
         out = []
         for k in range(self.k):
@@ -206,8 +211,7 @@ class Interleaver:
             else:
                 em.emit(indent, f"if {' and '.join(conds)}:")
                 branch = first.then
-                for k in range(self.k):
-                    em.facts = em.facts | em.bound_facts(first.cond, scopes[k])
+                self.add_facts(first.cond, scopes)
             inner = [dict(s) for s in scopes]
             saved = self.wrote
             self.body(branch, [dict(s) for s in inner], indent + 1)
