@@ -8,14 +8,18 @@ allocated, repeated calls agree.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import vyre
 from vyre.driver.backends import cuda_available, simulator_enabled
+from vyre.driver.bind import check_disjoint, spans_overlap
 from vyre.errors import DispatchError, ValidationError
 from vyre.ir import F32, BufferDecl, Program
 from vyre.ir import buflen, gid, if_, let, lid, output, read, store, var, workgroup
@@ -86,7 +90,16 @@ BAD_INPUTS: dict[str, tuple[Callable[[dict[Any, Any]], object], str]] = {
     "read-only output": (lambda d: d.update(out=read_only(np.full(N, SENTINEL, np.float32))), "read-only"),
     "list, not array": (lambda d: d.update(x=[1.0] * N), "got a list, expected a numpy array"),
     "scalar, not array": (lambda d: d.update(a=np.float32(2.0)), "expected a numpy array"),
+    "input is the output array": (lambda d: d.update(x=d["out"]), "'out' and 'x' are bound to overlapping memory"),
+    "overlapping views": (lambda d: d.update(y=_overlapping(d)), "'out' and 'y' are bound to overlapping memory"),
 }
+
+
+def _overlapping(d: dict[Any, Any]) -> np.ndarray:
+    """Re-bind ``out`` to half of a bigger array and return a view overlapping its second half."""
+    base = np.full(2 * N, SENTINEL, np.float32)
+    d["out"] = base[:N]
+    return base[N // 2:N // 2 + N]
 
 
 def check(err: pytest.ExceptionInfo[BaseException], text: str) -> None:
@@ -125,7 +138,8 @@ def test_dispatch_rejects_bad_input_before_launch(name: str, warm: bool) -> None
     assert (d["out"] == SENTINEL).all()
 
 
-@pytest.mark.parametrize("name", ["missing input", "wrong dtype", "wrong length vs count", "read-only output"])
+@pytest.mark.parametrize("name", ["missing input", "wrong dtype", "wrong length vs count", "read-only output",
+                                  "input is the output array", "overlapping views"])
 def test_interp_kernel_applies_the_same_checks(name: str) -> None:
     d = _bad(name)
     with pytest.raises(DispatchError) as err:
@@ -330,3 +344,38 @@ def test_buffer_decl_helpers_used_here_are_what_the_checks_assume() -> None:
     decls: dict[str, BufferDecl] = {b.name: b for b in PROG.buffers}
     assert decls["a"].count == 1 and decls["out"].count == 0 and decls["out"].access.writable
     assert with_tile().buffer("tile").is_workgroup
+
+
+def test_read_only_buffers_may_share_an_array(kernel: vyre.Kernel) -> None:
+    d = good()
+    d["y"] = d["x"]
+    np.testing.assert_array_equal(kernel(d)["out"], 3.0 * np.arange(N, dtype=np.float32))
+
+
+@st.composite
+def _spans(draw: st.DrawFn) -> tuple[dict[str, tuple[int, int]], set[str]]:
+    n = draw(st.integers(0, 6))
+    spans = {}
+    for k in range(n):
+        start = draw(st.integers(0, 20))
+        spans[f"b{k}"] = (start, start + draw(st.integers(0, 12)))
+    return spans, set(draw(st.lists(st.sampled_from(sorted(spans)), unique=True))) if spans else set()
+
+
+@example(({"b0": (0, 10), "b1": (0, 100), "b2": (5, 6)}, {"b0"}))  # the written one is not the widest
+@given(_spans())
+@settings(max_examples=400)
+def test_check_disjoint_rejects_exactly_the_overlaps_that_involve_a_write(
+        case: tuple[dict[str, tuple[int, int]], set[str]]) -> None:
+    spans, written = case
+    names = sorted(spans)
+    clash = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
+             if (a in written or b in written) and max(spans[a][0], spans[b][0]) < min(spans[a][1], spans[b][1])]
+    if clash:
+        with pytest.raises(DispatchError, match="overlapping memory") as err:
+            check_disjoint(spans, written, spans_overlap)
+        named = re.findall(r"'(b\d)'", str(err.value))
+        a, b = named[:2]
+        assert max(spans[a][0], spans[b][0]) < min(spans[a][1], spans[b][1]) and (a in written or b in written)
+    else:
+        check_disjoint(spans, written, spans_overlap)

@@ -3,13 +3,14 @@
 Rules (docs/semantics.md, "Memory"): every storage buffer is bound to a 1-D view of a C-contiguous
 array of exactly the element dtype; nothing is converted or truncated. A buffer the caller leaves out
 is allocated zero-filled when the program writes it and declares a ``count``; a read-only buffer
-that is left out is an error. Arrays given for written buffers are written in place.
+that is left out is an error. Arrays given for written buffers are written in place. Two buffers
+may not be bound to overlapping memory when the program writes either (:func:`check_disjoint`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -71,6 +72,32 @@ def check_host_array(decl: BufferDecl, arr: Any, err: type[VyreError] = Dispatch
     return flat
 
 
+Span = tuple[int, int]
+T = TypeVar("T")
+
+
+def spans_overlap(a: Span, b: Span) -> bool:
+    """Do byte ranges ``[start, end)`` share a byte?"""
+    return max(a[0], b[0]) < min(a[1], b[1])
+
+
+def check_disjoint(bound: Mapping[str, T], written: Collection[str], overlaps: Callable[[T, T], bool],
+                   err: type[VyreError] = DispatchError) -> None:
+    """Reject two buffers bound to overlapping memory (``overlaps`` decides, on what ``bound`` maps
+    names to) when the program writes either (``written``: those of ``bound`` it writes): each
+    backend reads and writes in its own order (the interpreter copies buffers in and out, the GPU
+    runs invocations at once), so the result would differ between them. Only pairs with a written
+    buffer are compared: O(written x bound)."""
+    for w in written:
+        for n, other in bound.items():
+            if n != w and (n not in written or n > w) and overlaps(bound[w], other):
+                a, b = sorted((w, n))
+                raise err(f"buffers {a!r} and {b!r} are bound to overlapping memory and the program "
+                          "writes at least one of them, so the result would depend on the order of reads "
+                          "and writes (which differs between backends). Fix: pass a separate array for "
+                          "each (for example x.copy())")
+
+
 def bind_host_arrays(
     program: Program, inputs: Mapping[str, Any], err: type[VyreError] = DispatchError
 ) -> dict[str, np.ndarray]:
@@ -80,9 +107,13 @@ def bind_host_arrays(
                   "Fix: pass a dict like {'x': x}")
     check_names(program, list(inputs), err)
     out: dict[str, np.ndarray] = {}
+    given: dict[str, np.ndarray] = {}
+    written: list[str] = []
     for decl in storage_buffers(program):
         if decl.name in inputs:
-            out[decl.name] = check_host_array(decl, inputs[decl.name], err)
+            out[decl.name] = given[decl.name] = check_host_array(decl, inputs[decl.name], err)
+            if decl.access.writable:
+                written.append(decl.name)
         elif decl.access.writable and decl.count > 0:
             out[decl.name] = np.zeros(decl.count, dtype=decl.element.np_dtype)
         elif decl.access.writable:
@@ -92,4 +123,5 @@ def bind_host_arrays(
             )
         else:
             raise err(f"missing input buffer {decl.name!r}. Fix: pass an array for it")
+    check_disjoint(given, written, np.may_share_memory, err)
     return out

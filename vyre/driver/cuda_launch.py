@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import DispatchError
 from ..ir import BufferDecl
-from .bind import check_host_array, check_names, storage_buffers
+from .bind import Span, check_disjoint, check_host_array, check_names, spans_overlap, storage_buffers
 
 if TYPE_CHECKING:
     from .dispatch import Grid, Kernel
@@ -92,6 +92,9 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
     copy_back: list[tuple[Any, np.ndarray]] = []
     any_device = False
     results: dict[str, Any] = {}
+    host_arrays: dict[str, np.ndarray] = {}
+    device_spans: dict[str, Span] = {}
+    written = [b.name for b in storage_buffers(program) if b.access.writable and b.name in inputs]
     for decl in storage_buffers(program):
         obj = inputs.get(decl.name)
         d, flat = device_arg(decl, obj)
@@ -101,9 +104,15 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
         elif flat is None:
             any_device = True
             results[decl.name] = obj
-        elif decl.access.writable:
-            copy_back.append((d, flat))
-            results[decl.name] = obj
+            start = int(d.__cuda_array_interface__["data"][0])
+            device_spans[decl.name] = (start, start + int(d.shape[0]) * d.dtype.itemsize)
+        else:
+            host_arrays[decl.name] = flat
+            if decl.access.writable:
+                copy_back.append((d, flat))
+                results[decl.name] = obj
+    check_disjoint(host_arrays, [n for n in written if n in host_arrays], np.may_share_memory)
+    check_disjoint(device_spans, [n for n in written if n in device_spans], spans_overlap)
     lengths = {b.name: int(a.shape[0]) for b, a in zip(storage_buffers(program), dev_args, strict=True)}
     g = _grid3(grid) if grid is not None else kernel.grid_for(lengths)
     if kernel.flat:
