@@ -1,6 +1,7 @@
 """Flat programs that exercise every path of the interleaved CUDA emission
 (vyre.codegen.interleave), with inputs: early returns that some of a group's invocations take,
-returns inside loops and else-branches, divergent branches, computed store indices, shadowing."""
+returns inside loops and else-branches, divergent branches, computed store indices, shadowing,
+buffers passed as a tuple."""
 
 from __future__ import annotations
 
@@ -81,8 +82,16 @@ def return_chain() -> Program:
                   store("out", I, var("v") + i32(1000))])
 
 
+def many_buffers() -> Program:
+    """Past the emitters' 24-argument limit, buffers travel as one tuple (vyre.codegen.cuda)."""
+    outs = [output(f"o{k}", k + 1, I32) for k in range(29)]
+    return Program.wrapped([read("x", 0, I32), *outs], 16, [
+        let("i", gid()), if_(I.ge(u32(150)), [ret()]),
+        *(store(f"o{k}", I, _x(I) + i32(k)) for k in range(29))])
+
+
 CASES = {f.__name__: f for f in (early_return, return_in_loop, return_in_else, divergent_branches,
-                                 computed_index, shadowing, return_chain)}
+                                 computed_index, shadowing, return_chain, many_buffers)}
 
 
 def interleave_cases() -> list[tuple[str, Program, dict[str, np.ndarray]]]:
@@ -90,5 +99,5 @@ def interleave_cases() -> list[tuple[str, Program, dict[str, np.ndarray]]]:
     inputs = _inputs()
     for name, f in CASES.items():
         p = f()
-        out.append((name, p, {b.name: inputs[b.name].copy() for b in p.buffers}))
+        out.append((name, p, {b.name: inputs.get(b.name, inputs["out"]).copy() for b in p.buffers}))
     return out
