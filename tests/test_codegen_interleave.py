@@ -79,7 +79,7 @@ def test_large_bodies_are_not_interleaved() -> None:
     e = var("v")
     body = [let("v", x[gid()])]
     for k in range(MAX_INTERLEAVED_SIZE // 4):
-        body.append(let(f"w{k}", e * 1.5 + 2.0))
+        body.append(let(f"w{k}", e * float(k) + 2.0))  # distinct, so CSE keeps them all
     body.append(store(out, gid(), e))
     src = emit_cuda(Program.wrapped([x, out], 64, body))
     assert "_vy_interleaved" not in src

@@ -24,6 +24,7 @@ from ..ir import (
 from .emit import CODEGEN_VERSION, Binding, Emitter, has_return, uses
 from .flat import is_tunable
 from .inline import inline_calls
+from .simplify import simplify
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
 
@@ -358,7 +359,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
     """Python source of a module defining ``vyre_kernel`` for ``program``: ``(*buffers, gx, gy, gz)``,
     or ``(*buffers, n_invocations, chunk)`` for a flat kernel (``VYRE_FLAT``); and, when the
     program is race free, ``vyre_kernel_parallel`` with the same arguments (``VYRE_PARALLEL``)."""
-    program = inline_calls(program)
+    program = simplify(inline_calls(program))
     storage = [b for b in program.buffers if not b.is_workgroup]
     shared = [b for b in program.buffers if b.is_workgroup]
     src = {b.name: f"b{i}_{b.name}" for i, b in enumerate(storage)}

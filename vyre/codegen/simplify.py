@@ -1,0 +1,228 @@
+"""IR rewrites applied before emission (never in the interpreter, which runs programs as written).
+
+Both remove work that generated programs repeat, above all the reverse-mode programs of
+``vyre.autodiff``: a fused value-and-gradient program runs the forward in one ``If`` and replays it
+in a second ``If`` of the same condition, so every load and every ``exp``/``sin`` is done twice.
+
+* :func:`fuse_ifs`: ``if c { A }  let ...  if c { B }``  becomes  ``let ...  if c { A B }`` when
+  that cannot change what anything reads: neither ``If`` has an ``else``, barriers or subgroup
+  operations; ``A`` changes nothing that ``c`` reads (no ``Assign`` to its variables, no write to
+  its buffers); the ``Let``s in between are pure, read nothing ``A`` writes or assigns, and shadow
+  nothing ``A`` or ``c`` reads; and no name bound at the top of ``A`` is bound or read at the top
+  of ``B`` (no duplicate ``Let`` in one scope, no capture).
+* :func:`cse`: a ``Let`` whose value an earlier ``Let`` in scope already computed becomes a copy of
+  that variable. Values are compared after earlier copies are followed, so chains collapse
+  (``exp(x[i])`` recomputed from a reloaded ``x[i]`` is found). An entry is forgotten when a
+  variable it mentions is bound again (shadowing) or assigned (only never-assigned variables take
+  part at all), when its buffer is written (``Store``, atomic; every buffer a loop body writes is
+  forgotten before the loop), and at a ``Barrier`` (other invocations' writes become visible).
+  Atomics and subgroup operations are never shared. A store to one buffer never changes another:
+  dispatch rejects overlapping buffers (docs/semantics.md, "aliasing").
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir import (
+    Assign, Atomic, Barrier, Block, BufLen, Expr, If, InvocationId, Let, LitBool, LitF32, LitF64,
+    LitI32, LitU32, Load, Loop, Node, Program, Region, Return, Store, SubgroupBallot, SubgroupReduce,
+    SubgroupShuffle, Var, node_exprs, walk, walk_nodes,
+)
+from ..ir.transform import map_expr
+from .emit import assigned_names
+
+_SYNC = (SubgroupBallot, SubgroupShuffle, SubgroupReduce)
+_TRIVIAL = (Var, LitBool, LitI32, LitU32, LitF32, LitF64, InvocationId, BufLen)
+
+
+def simplify(program: Program) -> Program:
+    """``program`` with :func:`fuse_ifs` then :func:`cse` applied (calls must be inlined)."""
+    entry = fuse_ifs(program.entry)
+    entry = cse(entry, assigned_names(entry))
+    return program if entry == program.entry else replace(program, entry=entry)
+
+
+# ---- facts about statements -----------------------------------------------------------------------
+def free_vars(e: Expr) -> set[str]:
+    return {x.name for x in walk(e) if isinstance(x, Var)}
+
+
+def loaded(e: Expr) -> set[str]:
+    return {x.buffer for x in walk(e) if isinstance(x, Load)}
+
+
+def written(body: tuple[Node, ...]) -> set[str]:
+    """Buffers that ``body`` stores to or updates atomically."""
+    out = set()
+    for n in walk_nodes(body):
+        if isinstance(n, Store):
+            out.add(n.buffer)
+        for e in node_exprs(n):
+            out.update(x.buffer for x in walk(e) if isinstance(x, Atomic))
+    return out
+
+
+def reads(body: tuple[Node, ...]) -> set[str]:
+    """Every variable name an expression of ``body`` mentions (free or not: a safe superset)."""
+    return {name for n in walk_nodes(body) for e in node_exprs(n) for name in free_vars(e)}
+
+
+def top_names(body: tuple[Node, ...]) -> set[str]:
+    """Names bound at the top level of ``body`` (its ``Let``s and its loops' variables)."""
+    return {n.name if isinstance(n, Let) else n.var for n in body if isinstance(n, (Let, Loop))}
+
+
+def _syncs(body: tuple[Node, ...]) -> bool:
+    return any(isinstance(n, Barrier) or any(isinstance(x, _SYNC) for e in node_exprs(n) for x in walk(e))
+               for n in walk_nodes(body))
+
+
+def _pure(e: Expr) -> bool:
+    return not any(isinstance(x, (Atomic, *_SYNC)) for x in walk(e))
+
+
+# ---- If fusion --------------------------------------------------------------------------------------
+def fuse_ifs(body: tuple[Node, ...]) -> tuple[Node, ...]:
+    """See the module docs; applied at every level, repeatedly."""
+    out = [_fuse_inside(n) for n in body]
+    i = 0
+    while i < len(out):
+        first = out[i]
+        if isinstance(first, If) and not first.otherwise and not _syncs(first.then):
+            j = i + 1
+            while j < len(out) and isinstance(out[j], Let):
+                j += 1
+            second = out[j] if j < len(out) else None
+            between = [x for x in out[i + 1:j] if isinstance(x, Let)]
+            if isinstance(second, If) and _fusable(first, between, second):
+                fused = If(first.cond, fuse_ifs(first.then + second.then))
+                out[i:j + 1] = [*between, fused]
+                i = j - 1  # the fused If, which may fuse with the next one
+                continue
+        i += 1
+    return tuple(out)
+
+
+def _fuse_inside(n: Node) -> Node:
+    match n:
+        case If(c, then, otherwise):
+            return If(c, fuse_ifs(then), fuse_ifs(otherwise))
+        case Loop(var, s, e, b):
+            return Loop(var, s, e, fuse_ifs(b))
+        case Block(b):
+            return Block(fuse_ifs(b))
+        case Region(g, b):
+            return Region(g, fuse_ifs(b))
+        case Let() | Assign() | Store() | Barrier() | Return():
+            return n
+        case _:
+            raise TypeError(f"not a vyre node: {n!r}")
+
+
+def _fusable(first: If, between: list[Let], second: If) -> bool:
+    a, b = first.then, second.then
+    if second.cond != first.cond or second.otherwise or _syncs(b):
+        return False
+    a_assigns, a_writes, a_reads = assigned_names(a), written(a), reads(a)
+    c = first.cond
+    if free_vars(c) & a_assigns or loaded(c) & a_writes:
+        return False  # A may change the condition
+    for let in between:
+        if not _pure(let.value) or free_vars(let.value) & a_assigns or loaded(let.value) & a_writes:
+            return False  # the Let must not see A's effects once it runs before A
+        if let.name in a_reads or let.name in free_vars(c):
+            return False  # moved before A, it would shadow what A or the condition reads
+    a_top = top_names(a)
+    return not (a_top & top_names(b) or a_top & reads(b))
+
+
+# ---- common subexpressions --------------------------------------------------------------------------
+class _Table:
+    """Available values of one scope: canonical expression -> variable, plus copies followed."""
+
+    def __init__(self, parent: _Table | None = None) -> None:
+        self.values: dict[Expr, str] = dict(parent.values) if parent else {}
+        self.copies: dict[str, str] = dict(parent.copies) if parent else {}
+
+    def canonical(self, e: Expr) -> Expr:
+        if not self.copies:
+            return e
+        return map_expr(e, lambda x: Var(self.copies[x.name]) if isinstance(x, Var) and x.name in self.copies
+                        else x)
+
+    def rebind(self, name: str) -> None:
+        """``name`` now means something else: forget every entry that mentions it."""
+        self.copies = {k: v for k, v in self.copies.items() if name not in (k, v)}
+        self.values = {e: v for e, v in self.values.items() if v != name and name not in free_vars(e)}
+
+    def kill(self, buffers: set[str] | None) -> None:
+        """Forget values loaded from ``buffers`` (None: from any buffer)."""
+        if buffers is None or buffers:
+            self.values = {e: v for e, v in self.values.items()
+                           if not (loaded(e) if buffers is None else loaded(e) & buffers)}
+
+
+def cse(body: tuple[Node, ...], mutable: set[str], table: _Table | None = None) -> tuple[Node, ...]:
+    """See the module docs. ``mutable``: names some ``Assign`` overwrites (never shared)."""
+    t = _Table(table)
+    out: list[Node] = []
+    for n in body:
+        match n:
+            case Let(name, value):
+                key = t.canonical(value)
+                t.rebind(name)
+                if isinstance(key, Atomic):
+                    t.kill({key.buffer})
+                # `let x = f(x)` (shadowing): the entry would mention the outer x under the new one
+                shareable = (name not in mutable and _pure(key) and not (free_vars(key) & (mutable | {name})))
+                if shareable and isinstance(key, Var):
+                    t.copies[name] = key.name
+                elif shareable and not isinstance(key, _TRIVIAL):
+                    found = t.values.get(key)
+                    if found is not None:
+                        out.append(Let(name, Var(found)))
+                        t.copies[name] = found
+                        continue
+                    t.values[key] = name
+                out.append(n)
+            case Assign(name, _):
+                t.rebind(name)
+                out.append(n)
+            case Store(buf, _, _):
+                out.append(n)
+                t.kill({buf})
+            case If(c, then, otherwise):
+                out.append(If(c, cse(then, mutable, t), cse(otherwise, mutable, t)))
+                t.kill(written((n,)))
+                if _syncs((n,)):
+                    t.kill(None)
+            case Loop(var, s, e, b):
+                inner = _Table(t)
+                inner.kill(written(b))
+                if _syncs(b):
+                    inner.kill(None)
+                inner.rebind(var)
+                for name in assigned_names(b):
+                    inner.rebind(name)
+                out.append(Loop(var, s, e, cse(b, mutable, inner)))
+                t.kill(written(b))
+                if _syncs(b):
+                    t.kill(None)
+            case Block(b) | Region(_, b):
+                inner_body = cse(b, mutable, t)
+                out.append(Block(inner_body) if isinstance(n, Block) else Region(n.generator, inner_body))
+                t.kill(written(b))
+                if _syncs(b):
+                    t.kill(None)
+            case Barrier():
+                out.append(n)
+                t.kill(None)
+            case Return():
+                out.append(n)
+            case _:
+                raise TypeError(f"not a vyre node: {n!r}")
+    return tuple(out)
+
+
+__all__ = ["cse", "fuse_ifs", "simplify"]
