@@ -35,10 +35,11 @@ from typing import Protocol
 
 from ..errors import CodegenError
 from ..ir import (
-    Assign, Atomic, Barrier, Block, Expr, If, InvocationId, Let, LitU32, Loop, Node, Program, Region,
+    Assign, Barrier, Block, Expr, If, InvocationId, Let, LitU32, Loop, Node, Program, Region,
     Return, Store, Var, node_exprs, walk, walk_nodes,
 )
 from .emit import Binding, Emitter, Target, has_return
+from .simplify import written
 
 #: Invocations interleaved per thread on CUDA.
 INTERLEAVE = 4
@@ -73,8 +74,7 @@ def body_size(body: tuple[Node, ...]) -> int:
 
 
 def writes_memory(n: Node) -> bool:
-    return any(isinstance(m, Store) or (isinstance(m, Let) and isinstance(m.value, Atomic))
-               for m in walk_nodes((n,)))
+    return bool(written((n,)))
 
 
 @dataclass
