@@ -7,31 +7,13 @@ python3 bench/gpu_chain_ceiling.py"""
 from __future__ import annotations
 
 import math
-import statistics
 
 import cupy as cp
 from numba import cuda, float32, uint32
 
 import vyre
+from gpu_bench import cuda_time  # bench/ is on sys.path when run as a script
 from vyre.examples import fused_chain
-
-
-def cuda_time(fn, reps: int = 20, per_sample: int = 5) -> float:
-    """Median seconds per call over samples of ``per_sample`` back-to-back calls between two
-    events (numba's ~27 us of host work per launch would otherwise sit inside a one-call sample)."""
-    for _ in range(3):
-        fn()
-    cp.cuda.Device().synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        for _ in range(per_sample):
-            fn()
-        b.record()
-        b.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(a, b) / 1e3 / per_sample)
-    return statistics.median(ts)
 
 
 @cuda.jit

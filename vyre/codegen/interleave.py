@@ -73,10 +73,6 @@ def body_size(body: tuple[Node, ...]) -> int:
     return sum(1 + sum(1 for e in node_exprs(n) for _ in walk(e)) for n in walk_nodes(body))
 
 
-def writes_memory(n: Node) -> bool:
-    return bool(written((n,)))
-
-
 @dataclass
 class Interleaver:
     """Emits through ``em`` the body of a function that runs K invocations interleaved, or hands
@@ -117,7 +113,7 @@ class Interleaver:
                 self.split(body[pos:], scopes, indent)
                 break
             self.stmt(n, scopes, indent)
-            self.wrote = self.wrote or writes_memory(n)
+            self.wrote = self.wrote or bool(written((n,)))
         self.em.facts = saved
 
     def each(self, n: Node, scopes: Scopes, indent: int) -> None:
@@ -216,7 +212,7 @@ class Interleaver:
             saved = self.wrote
             self.body(branch, [dict(s) for s in inner], indent + 1)
             em.facts = saved_facts
-            self.wrote = saved or writes_memory(first)
+            self.wrote = saved or bool(written((first,)))
             self.body(rest[1:], inner, indent + 1)
             self.wrote = saved
             em.emit(indent, "else:")

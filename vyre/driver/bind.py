@@ -84,11 +84,13 @@ def spans_overlap(a: Span, b: Span) -> bool:
 def check_disjoint(bound: Mapping[str, T], written: Collection[str], overlaps: Callable[[T, T], bool],
                    err: type[VyreError] = DispatchError) -> None:
     """Reject two buffers bound to overlapping memory (``overlaps`` decides, on what ``bound`` maps
-    names to) when the program writes either (``written``: those of ``bound`` it writes): each
-    backend reads and writes in its own order (the interpreter copies buffers in and out, the GPU
-    runs invocations at once), so the result would differ between them. Only pairs with a written
-    buffer are compared: O(written x bound)."""
+    names to) when the program writes either (``written``: names it writes; those not bound are
+    skipped): each backend reads and writes in its own order (the interpreter copies buffers in and
+    out, the GPU runs invocations at once), so the result would differ between them. Only pairs
+    with a written buffer are compared: O(written x bound)."""
     for w in written:
+        if w not in bound:
+            continue
         for n, other in bound.items():
             if n != w and (n not in written or n > w) and overlaps(bound[w], other):
                 a, b = sorted((w, n))

@@ -94,7 +94,6 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
     results: dict[str, Any] = {}
     host_arrays: dict[str, np.ndarray] = {}
     device_spans: dict[str, Span] = {}
-    written = [b.name for b in storage_buffers(program) if b.access.writable and b.name in inputs]
     for decl in storage_buffers(program):
         obj = inputs.get(decl.name)
         d, flat = device_arg(decl, obj)
@@ -111,8 +110,9 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
             if decl.access.writable:
                 copy_back.append((d, flat))
                 results[decl.name] = obj
-    check_disjoint(host_arrays, [n for n in written if n in host_arrays], np.may_share_memory)
-    check_disjoint(device_spans, [n for n in written if n in device_spans], spans_overlap)
+    written = {b.name for b in program.buffers if b.access.writable}
+    check_disjoint(host_arrays, written, np.may_share_memory)
+    check_disjoint(device_spans, written, spans_overlap)
     lengths = {b.name: int(a.shape[0]) for b, a in zip(storage_buffers(program), dev_args, strict=True)}
     g = _grid3(grid) if grid is not None else kernel.grid_for(lengths)
     if kernel.flat:
