@@ -136,7 +136,7 @@ def value_and_grad(program: Program, inputs: Mapping[str, np.ndarray], output: s
         return _fused_value_and_grad(program, inputs, output, wrt, backend=backend, grid=grid)
     outs = run_forward(program, inputs, backend=backend, grid=grid)
     val = np.asarray(outs[output]).reshape(-1)
-    cot = np.ones_like(val) if cotangent is None else np.asarray(cotangent)
+    cot = np.asarray(cotangent)
     loss = float(np.dot(val.astype(np.float64), cot.reshape(-1).astype(np.float64)))
     return loss, vjp(program, inputs, {output: cot}, wrt, backend=backend, grid=grid)
 

@@ -120,13 +120,15 @@ class Program:
         for b in self.buffers:
             if b.name == name:
                 return b
-        raise KeyError(f"program has no buffer named {name!r}")
+        raise KeyError(f"program has no buffer named {name!r}. Fix: use one of "
+                       f"{[b.name for b in self.buffers]}")
 
     def function(self, op_id: str) -> FunctionDef:
         for f in self.functions:
             if f.op_id == op_id:
                 return f
-        raise KeyError(f"program carries no function {op_id!r}")
+        raise KeyError(f"program carries no function {op_id!r}. Fix: register it with "
+                       "vyre.ir.functions.register_function before building the program")
 
     @property
     def workgroup_invocations(self) -> int:

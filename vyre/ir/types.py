@@ -51,7 +51,8 @@ class DataType(enum.IntEnum):
         for t, name in _NP.items():
             if np.dtype(name) == dt:
                 return t
-        raise KeyError(f"no vyre DataType for numpy dtype {dt}")
+        raise KeyError(f"no vyre DataType for numpy dtype {dt}. Fix: convert to one of "
+                       f"{sorted(set(_NP.values()))}")
 
 
 _SIZE = {DataType.BOOL: 1, DataType.I32: 4, DataType.U32: 4, DataType.F32: 4, DataType.F64: 8}
