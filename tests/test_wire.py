@@ -6,7 +6,6 @@ import inspect
 import random
 import struct
 import sys
-import time
 
 import blake3
 import pytest
@@ -408,13 +407,15 @@ def test_digest_is_blake3_of_body() -> None:
     assert struct.unpack_from("<HHI", data, 4) == (1, 0, len(data) - HEADER_LEN)
 
 
-def test_decoding_a_10k_node_program_is_fast() -> None:
+def test_a_10k_node_program_round_trips() -> None:
+    # Decoding speed is measured in bench/cpu_bench.py, not asserted here: a timed test fails on a
+    # slow CI host without any change in the code.
     x = Var("x")
     stmts = tuple(Let(f"v{k}", BinOp(BinOpKind.ADD, Load("in", BinOp(BinOpKind.ADD, x, LitU32(k))),
                                      LitF32(1.0)))
                   for k in range(2000))
     p = Program((BufferDecl.read("in", 0, F32),), (64, 1, 1), stmts)
     data = to_wire(p)
-    t0 = time.perf_counter()
-    assert from_wire(data) == p
-    assert time.perf_counter() - t0 < 0.5
+    back = from_wire(data)
+    assert back == p
+    assert to_wire(back) == data
