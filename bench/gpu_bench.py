@@ -150,6 +150,15 @@ def overhead():
     vyre.dispatch(prog, args, backend="cuda")
     assert float(o[5]) == 2.0
     k = vcompile(prog, "cuda")
+    # the cached path is taken from the second call on; it must launch over the same arrays' new contents
+    from vyre.driver.fast_launch import driver_launcher
+
+    assert k._fast is not None, "the cached launch path was not set up"
+    a[:] = cp.arange(n, dtype=cp.float32)
+    assert vyre.dispatch(prog, args, backend="cuda") is k._fast.result
+    assert bool((o == a + b).all()), "the cached launch computed a wrong result"
+    entry = "cuLaunchKernelEx" if driver_launcher().extended else "cuLaunchKernel"
+    print(f"cached path: {entry} via ctypes, checked against CuPy")
     from numba import cuda
 
     na, nb, no = cuda.as_cuda_array(a), cuda.as_cuda_array(b), cuda.as_cuda_array(o)

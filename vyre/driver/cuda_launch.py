@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import ctypes
-import operator
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import DispatchError
 from ..ir import BufferDecl
+from .fast_launch import make_fast_launch
 from .bind import Span, check_disjoint, check_host_array, check_names, spans_overlap, storage_buffers
 
 if TYPE_CHECKING:
@@ -144,92 +142,3 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
         kernel._fast = make_fast_launch(kernel, inputs, dev_args, scalars, griddim, blockdim, grid,
                                         return_device, out)
     return out
-
-
-# ---- the cached launch path ------------------------------------------------------------------
-# numba's own launch re-derives every argument on every call (about 20 us). When a kernel is
-# dispatched again over the very same device arrays, nothing needs re-checking: we keep the
-# arguments packed in numba's kernel ABI (per 1-D array: meminfo, parent, nitems, itemsize, data,
-# shape, stride; then the scalars) and call cuLaunchKernel through ctypes.
-
-
-_launch_fn: Any = None
-
-
-def _cu_launch() -> Any:
-    """``cuLaunchKernel`` from libcuda, called with ready-made ctypes arguments (no conversion)."""
-    global _launch_fn
-    if _launch_fn is None:
-        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-        fn.restype = ctypes.c_int
-        _launch_fn = fn
-    return _launch_fn
-
-
-@dataclass(eq=False)
-class FastLaunch:
-    """A launch of one kernel over fixed device arrays, ready to repeat."""
-
-    names: tuple[str, ...]
-    objs: tuple[Any, ...]
-    grid: Any
-    launch: Any
-    return_device: bool | None
-    result: dict[str, Any]
-    args: tuple[Any, ...]
-    keep: Any  # the packed values the argument pointers point into
-
-    def matches(self, inputs: Mapping[str, Any], grid: Any, return_device: bool | None) -> bool:
-        if grid != self.grid or return_device != self.return_device or len(inputs) != len(self.objs):
-            return False
-        # identity of every array, compared at C speed (no Python-level loop on the hot path)
-        return all(map(operator.is_, map(inputs.get, self.names), self.objs))
-
-    def __call__(self) -> dict[str, Any]:
-        err = _launch_fn(*self.args)
-        if err != 0:
-            raise DispatchError(f"cuLaunchKernel failed with CUDA error {err}. Fix: check the device "
-                                "state (a previous kernel may have faulted) and the launch shape")
-        return self.result
-
-
-def _packed_values(dev_args: list[Any], scalars: tuple[int, ...]) -> list[int]:
-    vals: list[int] = []
-    for d in dev_args:
-        n = int(d.shape[0])
-        item = int(d.dtype.itemsize)
-        ptr = int(d.__cuda_array_interface__["data"][0])
-        vals += [0, 0, n, item, ptr, n, item]
-    return vals + list(scalars)
-
-
-def make_fast_launch(kernel: Kernel, inputs: Mapping[str, Any], dev_args: list[Any], scalars: tuple[int, ...],
-                     griddim: tuple[int, int, int], blockdim: tuple[int, int, int], grid: Any,
-                     return_device: bool | None, result: dict[str, Any]) -> FastLaunch | None:
-    """The repeatable launch for this call, or None when the inputs cannot be pinned (host arrays,
-    objects whose storage can be swapped under the same identity)."""
-    if any(isinstance(v, np.ndarray) or not hasattr(v, "__cuda_array_interface__")
-           or type(v).__module__.startswith("torch") for v in inputs.values()):
-        return None
-    overloads = list(kernel._fn.overloads.values())
-    if len(overloads) != 1:
-        return None
-    try:
-        from cuda.bindings import driver as cu
-
-        handle = overloads[0]._codelibrary.get_cufunc().handle
-        err, func = cu.cuKernelGetFunction(handle)
-        if int(err) != 0:
-            return None
-        _cu_launch()
-    except Exception:  # no libcuda / bindings: numba's own launch keeps working
-        return None
-    vals_list = _packed_values(dev_args, scalars)
-    vals = (ctypes.c_int64 * len(vals_list))(*vals_list)
-    base = ctypes.addressof(vals)
-    ptrs = (ctypes.c_void_p * len(vals_list))(*[base + 8 * i for i in range(len(vals_list))])
-    u = ctypes.c_uint
-    args = (ctypes.c_void_p(int(func)), *(u(v) for v in (*griddim, *blockdim)), u(0), ctypes.c_void_p(None),
-            ptrs, ctypes.c_void_p(None))
-    return FastLaunch(tuple(inputs), tuple(inputs.values()), grid, kernel.launch, return_device, result,
-                      args, (vals, ptrs))

@@ -1,0 +1,176 @@
+"""The cached CUDA launch (vyre.driver.fast_launch), on the CPU: a ctypes callback stands in for
+the driver and decodes exactly what ``cuLaunchKernelEx`` / ``cuLaunchKernel`` would receive."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import vyre
+from vyre.driver import dispatch as dispatch_mod
+from vyre.driver.fast_launch import FastLaunch, LaunchConfig, Launcher, build_fast_launch, make_fast_launch
+from vyre.errors import DispatchError
+from vyre.ir import F32, Program, buflen, gid, if_, let, output, read, store, var
+
+
+class FakeDeviceArray:
+    """Just enough of a CAI device array for packing: a pointer, a length, a dtype."""
+
+    def __init__(self, ptr: int, n: int, dtype: Any = np.float32) -> None:
+        self.shape = (n,)
+        self.dtype = np.dtype(dtype)
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": (n,), "typestr": self.dtype.str,
+                                         "version": 3}
+
+
+def _params(ptr_array: int, count: int) -> list[int]:
+    slots = (ctypes.c_void_p * count).from_address(ptr_array)
+    return [ctypes.c_int64.from_address(int(p)).value for p in slots]
+
+
+class Recorder:
+    """A ctypes function pointer that records each launch, decoded, and returns ``status``."""
+
+    def __init__(self, extended: bool, n_params: int, status: int = 0) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.status = status
+        if extended:
+            proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                     ctypes.c_void_p)
+
+            def ex(cfg: int, func: int, params: int, extra: int | None) -> int:
+                c = LaunchConfig.from_address(cfg)
+                self.calls.append({
+                    "func": func, "grid": (c.grid_x, c.grid_y, c.grid_z),
+                    "block": (c.block_x, c.block_y, c.block_z), "shmem": c.shared_mem_bytes,
+                    "stream": c.stream, "attrs": c.num_attrs, "extra": extra,
+                    "params": _params(params, n_params)})
+                return self.status
+
+            self.fn = proto(ex)
+        else:
+            u = ctypes.c_uint
+            proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p,
+                                     ctypes.c_void_p, ctypes.c_void_p)
+
+            def plain(func: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shmem: int,
+                      stream: int | None, params: int, extra: int | None) -> int:
+                self.calls.append({
+                    "func": func, "grid": (gx, gy, gz), "block": (bx, by, bz), "shmem": shmem,
+                    "stream": stream, "attrs": 0, "extra": extra, "params": _params(params, n_params)})
+                return self.status
+
+            self.fn = proto(plain)
+        self.launcher = Launcher(self.fn, extended)
+
+
+def _abi(arrays: list[FakeDeviceArray]) -> list[int]:
+    out: list[int] = []
+    for a in arrays:
+        n, item = a.shape[0], a.dtype.itemsize
+        out += [0, 0, n, item, a.__cuda_array_interface__["data"][0], n, item]
+    return out
+
+
+@pytest.mark.parametrize("extended", [True, False], ids=["cuLaunchKernelEx", "cuLaunchKernel"])
+@given(sizes=st.lists(st.tuples(st.integers(1, 2**31), st.sampled_from([np.float32, np.float64, np.uint32])),
+                      min_size=1, max_size=6),
+       scalars=st.lists(st.integers(0, 2**40), max_size=2),
+       grid=st.tuples(st.integers(1, 2**31 - 1), st.integers(1, 65535), st.integers(1, 65535)),
+       block=st.tuples(st.integers(1, 1024), st.integers(1, 64), st.integers(1, 64)))
+def test_the_driver_receives_numbas_abi(extended: bool, sizes: list[tuple[int, Any]], scalars: list[int],
+                                        grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
+    arrays = [FakeDeviceArray(0x7F0000000000 + 4096 * k, n, dt) for k, (n, dt) in enumerate(sizes)]
+    inputs = {f"b{k}": a for k, a in enumerate(arrays)}
+    expected = _abi(arrays) + scalars
+    rec = Recorder(extended, len(expected))
+    result = {"b0": arrays[0]}
+    fast = build_fast_launch(rec.launcher, 0xDEADBEEF00, inputs, list(arrays), tuple(scalars), grid, block,
+                             None, None, None, result)
+    assert fast() is result
+    assert fast() is result
+    assert len(rec.calls) == 2
+    call = rec.calls[0]
+    assert call == rec.calls[1]
+    assert call["func"] == 0xDEADBEEF00
+    assert call["grid"] == grid and call["block"] == block
+    assert call["shmem"] == 0 and call["stream"] is None and call["extra"] is None and call["attrs"] == 0
+    assert call["params"] == expected
+
+
+def _fast(inputs: dict[str, Any], rec: Recorder, grid: Any = None, return_device: bool | None = None) -> FastLaunch:
+    arrays = list(inputs.values())
+    return build_fast_launch(rec.launcher, 1, inputs, arrays, (), (1, 1, 1), (32, 1, 1), grid, None,
+                             return_device, {})
+
+
+def test_only_the_very_same_arrays_match() -> None:
+    a, b = FakeDeviceArray(4096, 8), FakeDeviceArray(8192, 8)
+    fast = _fast({"a": a, "b": b}, Recorder(True, 14))
+    assert fast.matches({"a": a, "b": b}, None, None)
+    assert fast.matches({"b": b, "a": a}, None, None)  # order of the mapping is irrelevant
+    twin = FakeDeviceArray(4096, 8)  # same pointer and length, but another object
+    assert not fast.matches({"a": twin, "b": b}, None, None)
+    assert not fast.matches({"a": b, "b": a}, None, None)
+    assert not fast.matches({"a": a}, None, None)
+    assert not fast.matches({"a": a, "b": b, "c": a}, None, None)
+    assert not fast.matches({"a": a, "c": b}, None, None)
+    assert not fast.matches({"a": a, "b": b}, (4,), None)
+    assert not fast.matches({"a": a, "b": b}, None, True)
+    gridded = _fast({"a": a}, Recorder(True, 7), grid=(4,), return_device=True)
+    assert gridded.matches({"a": a}, (4,), True)
+    assert not gridded.matches({"a": a}, None, True)
+
+
+def test_a_driver_error_is_a_dispatch_error() -> None:
+    a = FakeDeviceArray(4096, 8)
+    rec = Recorder(True, 7, status=700)  # CUDA_ERROR_ILLEGAL_ADDRESS
+    with pytest.raises(DispatchError, match=r"CUDA error 700.*Fix:"):
+        _fast({"a": a}, rec)()
+
+
+def test_host_and_torch_inputs_are_never_pinned() -> None:
+    class TorchLike(FakeDeviceArray):
+        pass
+
+    TorchLike.__module__ = "torch.fake"  # tensors can swap storage under one identity (.set_())
+    host = {"a": np.zeros(8, np.float32)}
+    torchy = {"a": TorchLike(4096, 8)}
+    for inputs in (host, torchy):
+        assert make_fast_launch(None, inputs, [], (), (1, 1, 1), (1, 1, 1), None, None, {}) is None  # type: ignore[arg-type]
+
+
+def test_dispatch_takes_the_cached_launch_for_the_same_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
+    a_, b_, o_ = read("a", 0, F32), read("b", 1, F32), output("o", 2, F32)
+    i = var("i")
+    prog = Program.wrapped([a_, b_, o_], 64, [let("i", gid()), if_(i.lt(buflen(o_)),
+                                                                    [store(o_, i, a_[i] + b_[i])])])
+    kernel = vyre.compile(prog, backend="cpu")
+    arrays = {"a": FakeDeviceArray(4096, 16), "b": FakeDeviceArray(8192, 16), "o": FakeDeviceArray(12288, 16)}
+    rec = Recorder(True, 23)
+    result = {"o": arrays["o"]}
+    kernel._fast = build_fast_launch(rec.launcher, 7, arrays, list(arrays.values()), (16, 1), (1, 1, 1),
+                                     (64, 1, 1), None, kernel.launch, None, result)
+    monkeypatch.setitem(dispatch_mod._by_identity, (id(prog), "cuda"), (prog, kernel))
+    assert vyre.dispatch(prog, arrays, backend="cuda") is result
+    assert vyre.dispatch(prog, dict(arrays), backend="cuda") is result
+    assert len(rec.calls) == 2 and rec.calls[0]["params"][-2:] == [16, 1]
+    # the tuner changed the kernel's launch since: the packed launch no longer stands
+    kernel.launch = vyre.driver.dispatch.Launch(128, 2)
+    with pytest.raises(Exception):  # noqa: B017 - the slow path cannot run fake arrays on the CPU
+        vyre.dispatch(prog, arrays, backend="cuda")
+    assert len(rec.calls) == 2
+
+
+def test_launch_config_has_the_layout_of_cuda_h() -> None:
+    # typedef struct CUlaunchConfig_st { unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+    #   blockDimZ, sharedMemBytes; CUstream hStream; CUlaunchAttribute *attrs; unsigned numAttrs; }
+    offsets = {name: getattr(LaunchConfig, name).offset for name, _ in LaunchConfig._fields_}
+    assert offsets == {"grid_x": 0, "grid_y": 4, "grid_z": 8, "block_x": 12, "block_y": 16, "block_z": 20,
+                       "shared_mem_bytes": 24, "stream": 32, "attrs": 40, "num_attrs": 48}
+    assert ctypes.sizeof(LaunchConfig) == 56
