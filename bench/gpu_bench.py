@@ -151,11 +151,13 @@ def overhead():
     assert float(o[5]) == 2.0
     k = vcompile(prog, "cuda")
     # the cached path is taken from the second call on; it must launch over the same arrays' new contents
+    from vyre.driver.dispatch import _by_identity
     from vyre.driver.fast_launch import driver_launcher
 
-    assert k._fast is not None, "the cached launch path was not set up"
+    fast = _by_identity[(id(prog), "cuda")][1]._fast
+    assert fast is not None, "the cached launch path was not set up"
     a[:] = cp.arange(n, dtype=cp.float32)
-    assert vyre.dispatch(prog, args, backend="cuda") is k._fast.result
+    assert vyre.dispatch(prog, args, backend="cuda") is fast.result
     assert bool((o == a + b).all()), "the cached launch computed a wrong result"
     entry = "cuLaunchKernelEx" if driver_launcher().extended else "cuLaunchKernel"
     print(f"cached path: {entry} via ctypes, checked against CuPy")
