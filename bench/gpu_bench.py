@@ -420,6 +420,20 @@ def parity():
             fails += [f"{name} {la}: {d}" for d in differences(got, ref, exact=True)]
         kernel.launch, kernel._fast = None, None
         count += 1
+    # float atomic adds turned into warp-aggregated adds, under every contention pattern: exact sums
+    from tests.warp_add_cases import gpu_cases
+
+    for name, prog, arrays, exact in gpu_cases():
+        kernel = vcompile(prog, "cuda")
+        grid = (-(-len(arrays["x"]) // prog.workgroup_size[0]),)
+        for la in (None, Launch(64, 4), Launch(32, 8)) if kernel.flat else (None,):
+            kernel.launch, kernel._fast = la, None
+            got = kernel({"x": arrays["x"]}, grid=grid)["out"]
+            if not np.array_equal(got, exact.astype(got.dtype)):
+                bad = int(np.argmax(got != exact.astype(got.dtype)))
+                fails.append(f"warp_add {name} {la}: out[{bad}] = {got[bad]}, exact {exact[bad]}")
+        kernel.launch, kernel._fast = None, None
+        count += 1
     print(f"{count} programs checked, {len(fails)} differences")
     for f in fails[:30]:
         print("  " + f)

@@ -25,6 +25,34 @@ _ATOMIC_FN = {
     AtomicOp.OR: "or_", AtomicOp.XOR: "xor", AtomicOp.EXCHANGE: "exch",
 }
 _AXES = "xyz"
+
+# A float atomic add whose old value nobody reads (autodiff's scatters into gradients): when the
+# whole warp is converged and adds to one address, as every row of a matrix-vector product does
+# to grad_v[j], the 32 values are summed by shuffles and one lane issues the atomic, instead of 32
+# atomics serialised on one address. The order of a float atomic sum is unspecified either way.
+WARP_ADD = """
+
+
+def _vy_warp_add(buf, idx, val, zero):
+    mask = cuda.activemask()
+    if mask == 0xFFFFFFFF:
+        i = int64(idx)
+        if cuda.all_sync(mask, cuda.shfl_sync(mask, i, 0) == i):
+            v = val
+            v += cuda.shfl_down_sync(mask, v, 16)
+            v += cuda.shfl_down_sync(mask, v, 8)
+            v += cuda.shfl_down_sync(mask, v, 4)
+            v += cuda.shfl_down_sync(mask, v, 2)
+            v += cuda.shfl_down_sync(mask, v, 1)
+            if cuda.laneid == 0 and idx < buf.shape[0]:
+                cuda.atomic.add(buf, idx, v)
+            return zero
+    if idx < buf.shape[0]:
+        cuda.atomic.add(buf, idx, val)
+    return zero
+
+
+_vy_warp_add = _dev(_vy_warp_add)"""
 FULL_MASK = "0xFFFFFFFF"
 
 
@@ -40,6 +68,7 @@ class CudaTarget:
     scratch_types: set[DataType] = field(default_factory=set)
     # the invocation being emitted in an interleaved body (vyre.codegen.interleave), else None
     lane_k: int | None = None
+    uses_warp_add: bool = False
 
     def id_src(self, kind: str, axis: int) -> str:
         if kind == "lane":
@@ -49,7 +78,11 @@ class CudaTarget:
         return f"_{kind}{axis}"
 
     def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
-               expected: str | None, zero: str) -> str:
+               expected: str | None, zero: str, result_used: bool) -> str:
+        if op is AtomicOp.ADD and t.is_float and not result_used and not self.emulate_subgroups:
+            # a gradient scatter: whole warps often add to one address (docs/codegen.md)
+            self.uses_warp_add = True
+            return f"_vy_warp_add({buf}, {idx}, {val}, {zero})"
         if op is AtomicOp.COMPARE_EXCHANGE:
             call = f"cuda.atomic.cas({buf}, {idx}, {expected}, {val})"
         else:
@@ -202,7 +235,12 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
         f"VYRE_SIGNATURE = {_sig(program)!r}",
         f"vyre_kernel = cuda.jit(cache={cache})(vyre_kernel_py)",
     ]
-    return "\n".join(header) + "\n" + PRELUDE + "\n\n" + "\n".join(lines + footer) + "\n"
+    return _module(header, target, lines + footer)
+
+
+def _module(header: list[str], target: CudaTarget, body: list[str]) -> str:
+    helpers = WARP_ADD if target.uses_warp_add else ""
+    return "\n".join(header) + helpers + "\n" + PRELUDE + "\n\n" + "\n".join(body) + "\n"
 
 
 def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[BufferDecl],
@@ -259,5 +297,5 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
     sig = _sig(program)[:-1] + (", " if storage else "") + "int64, int64)"
     footer = ["", "", "VYRE_FLAT = True", f"VYRE_SIGNATURE = {sig!r}",
               f"vyre_kernel = cuda.jit(cache={cache})(vyre_kernel_py)"]
-    return "\n".join(header) + "\n" + PRELUDE + "\n\n" + "\n".join(em.lines + footer) + "\n"
+    return _module(header, target, em.lines + footer)
 

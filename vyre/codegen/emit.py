@@ -24,7 +24,7 @@ from ..ir import (
 from ..ir.typing import expr_type
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 
-CODEGEN_VERSION = 3
+CODEGEN_VERSION = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class Target(Protocol):
 
     def id_src(self, kind: str, axis: int) -> str: ...
     def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
-               expected: str | None, zero: str) -> str: ...
+               expected: str | None, zero: str, result_used: bool) -> str: ...
     def barrier(self) -> list[str]: ...
     def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
                  fresh: Callable[[str], str]) -> list[str]: ...
@@ -79,6 +79,11 @@ def assigned_names(body: Iterable[Node]) -> set[str]:
     return {n.name for n in walk_nodes(tuple(body)) if isinstance(n, Assign)}
 
 
+def read_names(body: tuple[Node, ...]) -> set[str]:
+    """Every variable name an expression of ``body`` mentions (free or not: a safe superset)."""
+    return {x.name for n in walk_nodes(body) for e in node_exprs(n) for x in walk(e) if isinstance(x, Var)}
+
+
 def has_return(body: tuple[Node, ...]) -> bool:
     return any(isinstance(n, Return) for n in walk_nodes(body))
 
@@ -106,9 +111,12 @@ class Emitter:
     # (index source, buffer name) pairs known to be in bounds in the current scope
     facts: frozenset[tuple[str, str]] = frozenset()
     len_alias: dict[str, str] = field(default_factory=dict)
+    # names some expression reads: a Let of an atomic outside it discards the old value
+    read: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.mutable = assigned_names(self.program.entry)
+        self.read = read_names(self.program.entry)
 
     def fresh(self, hint: str) -> str:
         self.counter += 1
@@ -211,7 +219,7 @@ class Emitter:
             case Let(name, value):
                 t = self.type_of(value, scope)
                 if isinstance(value, Atomic):
-                    rhs = self.atomic(value, scope)
+                    rhs = self.atomic(value, scope, result_used=name in self.read)
                     self.emit(indent, f"{self.let_target(name, t, scope)} = {rhs}")
                 elif isinstance(value, (SubgroupBallot, SubgroupShuffle, SubgroupReduce)):
                     operand = value.cond if isinstance(value, SubgroupBallot) else value.value
@@ -277,11 +285,11 @@ class Emitter:
             case _:
                 raise TypeError(f"not a vyre node: {n!r}")
 
-    def atomic(self, a: Atomic, scope: dict[str, Binding]) -> str:
+    def atomic(self, a: Atomic, scope: dict[str, Binding], result_used: bool = True) -> str:
         d = self.decl(a.buffer)
         ex = None if a.expected is None else self.expr(a.expected, scope)
         return self.target.atomic(a.op, d.element, self.buffer_src[a.buffer], self.expr(a.index, scope),
-                                  self.expr(a.value, scope), ex, zero_of(d.element))
+                                  self.expr(a.value, scope), ex, zero_of(d.element), result_used)
 
     # ---- bounds facts ------------------------------------------------------------------
     def len_of(self, e: Expr, scope: dict[str, Binding]) -> str | None:

@@ -35,6 +35,7 @@ from ..ir import (
 )
 from ..ir.transform import map_expr
 from .emit import assigned_names
+from .emit import read_names as reads
 
 _SYNC = (SubgroupBallot, SubgroupShuffle, SubgroupReduce)
 _TRIVIAL = (Var, LitBool, LitI32, LitU32, LitF32, LitF64, InvocationId, BufLen)
@@ -65,11 +66,6 @@ def written(body: tuple[Node, ...]) -> set[str]:
         for e in node_exprs(n):
             out.update(x.buffer for x in walk(e) if isinstance(x, Atomic))
     return out
-
-
-def reads(body: tuple[Node, ...]) -> set[str]:
-    """Every variable name an expression of ``body`` mentions (free or not: a safe superset)."""
-    return {name for n in walk_nodes(body) for e in node_exprs(n) for name in free_vars(e)}
 
 
 def top_names(body: tuple[Node, ...]) -> set[str]:

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda, codegen v3. Do not edit.
+# vyre generated kernel: target cuda, codegen v4. Do not edit.
 import math
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 
@@ -31,6 +31,28 @@ def _vy_cos32(a):
 
 
 _vy_cos32 = _dev(_vy_cos32)
+
+
+def _vy_warp_add(buf, idx, val, zero):
+    mask = cuda.activemask()
+    if mask == 0xFFFFFFFF:
+        i = int64(idx)
+        if cuda.all_sync(mask, cuda.shfl_sync(mask, i, 0) == i):
+            v = val
+            v += cuda.shfl_down_sync(mask, v, 16)
+            v += cuda.shfl_down_sync(mask, v, 8)
+            v += cuda.shfl_down_sync(mask, v, 4)
+            v += cuda.shfl_down_sync(mask, v, 2)
+            v += cuda.shfl_down_sync(mask, v, 1)
+            if cuda.laneid == 0 and idx < buf.shape[0]:
+                cuda.atomic.add(buf, idx, v)
+            return zero
+    if idx < buf.shape[0]:
+        cuda.atomic.add(buf, idx, val)
+    return zero
+
+
+_vy_warp_add = _dev(_vy_warp_add)
 # <vyre.codegen.prelude.PRELUDE>
 
 
@@ -57,7 +79,7 @@ def vyre_kernel_py(b0_x, b1_out):
             s0_tile[_lid0] = (s0_tile[_lid0] + _vy_ld(s0_tile, uint32(_lid0 + v4_s), float32(0)))
         cuda.syncthreads()
     if (_lid0 == uint32(0)):
-        v5__old = (cuda.atomic.add(b1_out, uint32(0), s0_tile[uint32(0)]) if uint32(0) < b1_out.shape[0] else float32(0))
+        v5__old = _vy_warp_add(b1_out, uint32(0), s0_tile[uint32(0)], float32(0))
 
 
 VYRE_FLAT = False

@@ -1,0 +1,66 @@
+"""Float atomic adds whose old value is discarded: the CUDA emitter turns them into warp-aggregated
+adds (``_vy_warp_add``). Shared by the PTX check in CI (the aggregation is really emitted, and only
+where the old value is unused) and the GPU bench's parity section (the sums are right under every
+contention pattern: a whole warp on one address, some lanes sharing, none sharing, partial warps).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vyre.autodiff import grad
+from vyre.examples import matvec
+from vyre.ir import F32, F64, DataType, Program, atomic_add, buflen, gid, if_, let, output, read, store, var
+
+#: name -> (PTX must contain, PTX must not contain)
+PTX_EXPECT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "warp_add_f32_k1": (("vote.sync.all", "shfl.sync.down", "atom.global.add.f32"), ()),
+    "warp_add_f64_k7": (("vote.sync.all", "shfl.sync.down", "atom.global.add.f64"), ()),
+    "warp_add_matvec_backward": (("vote.sync.all", "shfl.sync.down"), ()),
+    "atomic_old_value_used": (("atom.global.add.f32",), ("vote.sync", "shfl.sync")),
+}
+
+
+def scatter(t: DataType, k: int, wg: int) -> Program:
+    """``out[i % k] += x[i]`` for every invocation ``i < len(x)``, the old value discarded."""
+    x, out = read("x", 0, t), output("out", 1, t).with_count(k)
+    i = var("i")
+    return Program.wrapped([x, out], wg, [
+        let("i", gid()),
+        if_(i.lt(buflen(x)), [let("unused", atomic_add(out, i % k, x[i]))]),
+    ])
+
+
+def old_value_used() -> Program:
+    """``olds[i] = atomic_add(out[0], x[i])``: the old value is read, so no aggregation."""
+    x, out, olds = read("x", 0, F32), output("out", 1, F32).with_count(1), output("olds", 2, F32)
+    i = var("i")
+    return Program.wrapped([x, out, olds], 64, [
+        let("i", gid()),
+        if_(i.lt(buflen(x)), [let("old", atomic_add(out, 0, x[i])), store(olds, i, var("old"))]),
+    ])
+
+
+def ptx_programs() -> list[tuple[str, Program]]:
+    fwd = matvec()
+    return [
+        ("warp_add_f32_k1", scatter(F32, 1, 64)),
+        ("warp_add_f64_k7", scatter(F64, 7, 96)),
+        ("warp_add_matvec_backward", grad(fwd, ["out"], ["m", "v"])),
+        ("atomic_old_value_used", old_value_used()),
+    ]
+
+
+def gpu_cases(n: int = 1 << 16) -> list[tuple[str, Program, dict[str, np.ndarray], np.ndarray]]:
+    """(name, program, inputs, the exact sums of ``out``) for contention patterns on a GPU. The
+    inputs are small integers, so every partial sum is exact and any order must give the same."""
+    rng = np.random.default_rng(7)
+    out = []
+    for t, np_t in ((F32, np.float32), (F64, np.float64)):
+        x = rng.integers(-8, 9, n).astype(np_t)
+        for k in (1, 3, 32, 33, 1000):
+            for wg in (256, 48):  # 48: every other warp is partial, so never aggregated
+                exact = np.bincount(np.arange(n) % k, weights=x.astype(np.float64), minlength=k)
+                out.append((f"{t.name.lower()}_k{k}_wg{wg}", scatter(t, k, wg), {"x": x}, exact))
+    return out
+
