@@ -15,7 +15,7 @@ from .flat import is_tunable
 from .inline import inline_calls
 from .simplify import simplify
 from .interleave import INTERLEAVE, Interleaver, worth_interleaving
-from .ops import BINOP_EMIT, CTOR
+from .ops import BINOP_EMIT, CTOR, F32_HELPERS
 from .prelude import PRELUDE
 
 _MAX_ARGS = 24
@@ -205,8 +205,8 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
         "",
         "",
         "_vy_fmod = _dev(_vy_fmod)",
-        *(line for fn in ("exp", "sin", "cos") for line in (
-            "", "", f"def _vy_{fn}32(a):", f"    return math.{fn}(a)", "", "", f"_vy_{fn}32 = _dev(_vy_{fn}32)")),
+        *(line for fn in F32_HELPERS for line in (
+            "", "", f"def _vy_f32_{fn}(a):", f"    return math.{fn}(a)", "", "", f"_vy_f32_{fn} = _dev(_vy_f32_{fn})")),
     ]
     params = ", ".join(buffer_src[b.name] for b in storage)
     if is_tunable(program):

@@ -109,10 +109,15 @@ def _math(fn: str) -> UnRule:
     return lambda t, a: f"math.{fn}({a})"
 
 
+#: Functions whose f32 form goes through a helper ``_vy_f32_<fn>`` that every target defines: the
+#: CPU's are branch-free (LLVM vectorises them), CUDA's are libdevice's ``math.<fn>``.
+F32_HELPERS = ("exp", "exp2", "log", "log2", "tanh", "sin", "cos")
+
+
 def _f32_helper(fn: str) -> UnRule:
-    """``math.<fn>``, except on f32, where the target's ``_vy_<fn>32`` helper runs: the CPU's are
-    branch-free (LLVM vectorises them), CUDA's are libdevice's."""
-    return lambda t, a: f"_vy_{fn}32({a})" if t is DataType.F32 else f"math.{fn}({a})"
+    """``math.<fn>``, except on f32, where the target's ``_vy_f32_<fn>`` helper runs."""
+    assert fn in F32_HELPERS
+    return lambda t, a: f"_vy_f32_{fn}({a})" if t is DataType.F32 else f"math.{fn}({a})"
 
 
 def _via_f64(helper: str) -> UnRule:
@@ -148,9 +153,9 @@ UNOP_EMIT: dict[UnOpKind, UnRule] = {
     UnOpKind.SQRT: _math("sqrt"),
     UnOpKind.INVERSE_SQRT: lambda t, a: f"({_one(t)} / math.sqrt({a}))",
     UnOpKind.EXP: _f32_helper("exp"),
-    UnOpKind.EXP2: _math("exp2"),
-    UnOpKind.LOG: _math("log"),
-    UnOpKind.LOG2: _math("log2"),
+    UnOpKind.EXP2: _f32_helper("exp2"),
+    UnOpKind.LOG: _f32_helper("log"),
+    UnOpKind.LOG2: _f32_helper("log2"),
     UnOpKind.SIN: _f32_helper("sin"),
     UnOpKind.COS: _f32_helper("cos"),
     UnOpKind.TAN: _math("tan"),
@@ -159,7 +164,7 @@ UNOP_EMIT: dict[UnOpKind, UnRule] = {
     UnOpKind.ATAN: _math("atan"),
     UnOpKind.SINH: _math("sinh"),
     UnOpKind.COSH: _math("cosh"),
-    UnOpKind.TANH: _math("tanh"),
+    UnOpKind.TANH: _f32_helper("tanh"),
     UnOpKind.FLOOR: _via_f64("_vy_floor"),
     UnOpKind.CEIL: _via_f64("_vy_ceil"),
     UnOpKind.ROUND: _via_f64("_vy_round"),

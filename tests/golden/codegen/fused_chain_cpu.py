@@ -1,4 +1,4 @@
-# vyre generated kernel: target cpu, codegen v4. Do not edit.
+# vyre generated kernel: target cpu, codegen v5. Do not edit.
 import math
 import numba
 import numpy as np
@@ -21,7 +21,7 @@ def vyre_kernel(b0_x, b1_y, b2_out, _n, _chunk):
         v1_i = _gid0
         if (v1_i < uint32(b2_out.shape[0])):
             v2_xi = _vy_ld(b0_x, v1_i, float32(0))
-            b2_out[v1_i] = ((_vy_exp32(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (_vy_sin32(v2_xi) * v2_xi))
+            b2_out[v1_i] = ((_vy_f32_exp(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (_vy_f32_sin(v2_xi) * v2_xi))
 
 
 @numba.njit(parallel=True, cache=False, error_model='numpy')
@@ -37,7 +37,7 @@ def vyre_kernel_parallel(b0_x, b1_y, b2_out, _n, _chunk):
             v1_i = _gid0
             if (v1_i < uint32(b2_out.shape[0])):
                 v2_xi = _vy_ld(b0_x, v1_i, float32(0))
-                b2_out[v1_i] = ((_vy_exp32(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (_vy_sin32(v2_xi) * v2_xi))
+                b2_out[v1_i] = ((_vy_f32_exp(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (_vy_f32_sin(v2_xi) * v2_xi))
 
 
 VYRE_FLAT = True

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda, codegen v4. Do not edit.
+# vyre generated kernel: target cuda, codegen v5. Do not edit.
 import math
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 
@@ -12,25 +12,53 @@ def _vy_fmod(a, b):
 _vy_fmod = _dev(_vy_fmod)
 
 
-def _vy_exp32(a):
+def _vy_f32_exp(a):
     return math.exp(a)
 
 
-_vy_exp32 = _dev(_vy_exp32)
+_vy_f32_exp = _dev(_vy_f32_exp)
 
 
-def _vy_sin32(a):
+def _vy_f32_exp2(a):
+    return math.exp2(a)
+
+
+_vy_f32_exp2 = _dev(_vy_f32_exp2)
+
+
+def _vy_f32_log(a):
+    return math.log(a)
+
+
+_vy_f32_log = _dev(_vy_f32_log)
+
+
+def _vy_f32_log2(a):
+    return math.log2(a)
+
+
+_vy_f32_log2 = _dev(_vy_f32_log2)
+
+
+def _vy_f32_tanh(a):
+    return math.tanh(a)
+
+
+_vy_f32_tanh = _dev(_vy_f32_tanh)
+
+
+def _vy_f32_sin(a):
     return math.sin(a)
 
 
-_vy_sin32 = _dev(_vy_sin32)
+_vy_f32_sin = _dev(_vy_f32_sin)
 
 
-def _vy_cos32(a):
+def _vy_f32_cos(a):
     return math.cos(a)
 
 
-_vy_cos32 = _dev(_vy_cos32)
+_vy_f32_cos = _dev(_vy_f32_cos)
 # <vyre.codegen.prelude.PRELUDE>
 
 
@@ -40,7 +68,7 @@ def _vy_invocation_py(_gid0, b0_x, b1_y, b2_out):
     v1_i = _gid0
     if (v1_i < uint32(b2_out.shape[0])):
         v2_xi = _vy_ld(b0_x, v1_i, float32(0))
-        b2_out[v1_i] = ((_vy_exp32(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (_vy_sin32(v2_xi) * v2_xi))
+        b2_out[v1_i] = ((_vy_f32_exp(v2_xi) * _vy_ld(b1_y, v1_i, float32(0))) + (_vy_f32_sin(v2_xi) * v2_xi))
 
 
 _vy_invocation = _dev(_vy_invocation_py)
@@ -66,10 +94,10 @@ def _vy_interleaved_py(_g, _stride, b0_x, b1_y, b2_out):
         v12_xi = _vy_ld(b0_x, v4_i, float32(0))
         v13_xi = _vy_ld(b0_x, v5_i, float32(0))
         v14_xi = _vy_ld(b0_x, v6_i, float32(0))
-        _v15 = ((_vy_exp32(v11_xi) * _vy_ld(b1_y, v3_i, float32(0))) + (_vy_sin32(v11_xi) * v11_xi))
-        _v16 = ((_vy_exp32(v12_xi) * _vy_ld(b1_y, v4_i, float32(0))) + (_vy_sin32(v12_xi) * v12_xi))
-        _v17 = ((_vy_exp32(v13_xi) * _vy_ld(b1_y, v5_i, float32(0))) + (_vy_sin32(v13_xi) * v13_xi))
-        _v18 = ((_vy_exp32(v14_xi) * _vy_ld(b1_y, v6_i, float32(0))) + (_vy_sin32(v14_xi) * v14_xi))
+        _v15 = ((_vy_f32_exp(v11_xi) * _vy_ld(b1_y, v3_i, float32(0))) + (_vy_f32_sin(v11_xi) * v11_xi))
+        _v16 = ((_vy_f32_exp(v12_xi) * _vy_ld(b1_y, v4_i, float32(0))) + (_vy_f32_sin(v12_xi) * v12_xi))
+        _v17 = ((_vy_f32_exp(v13_xi) * _vy_ld(b1_y, v5_i, float32(0))) + (_vy_f32_sin(v13_xi) * v13_xi))
+        _v18 = ((_vy_f32_exp(v14_xi) * _vy_ld(b1_y, v6_i, float32(0))) + (_vy_f32_sin(v14_xi) * v14_xi))
         b2_out[v3_i] = _v15
         b2_out[v4_i] = _v16
         b2_out[v5_i] = _v17

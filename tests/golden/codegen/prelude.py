@@ -275,17 +275,81 @@ _VY_INV_PIO4 = np.array([
 
 
 @_dev
-def _vy_exp32(a):
-    d = float64(a)
-    c = min(max(d, -104.0), 89.0)
+def _vy_exp64(c):
+    # e**c for c in [-104, 90] (callers clamp), relative error below 3e-13: 2**n * Taylor(r)
     n = math.floor(c * 1.4426950408889634 + 0.5)
     r = (c - n * 0.6931471803691238) - n * 1.9082149292705877e-10
     p = 1.0 + r * (1.0 + r * (0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * (
         0.008333333333333333 + r * (0.001388888888888889 + r * (0.0001984126984126984 + r * (
             2.48015873015873e-05 + r * 2.7557319223985893e-06))))))))
-    scale = np.int64((int64(n) + 1023) << 52).view(np.float64)
-    res = float32(p * scale)
+    return p * np.int64((int64(n) + 1023) << 52).view(np.float64)
+
+
+@_dev
+def _vy_f32_exp(a):
+    d = float64(a)
+    res = float32(_vy_exp64(min(max(d, -104.0), 89.0)))
     return res if d == d else float32(d)
+
+
+@_dev
+def _vy_f32_exp2(a):
+    d = float64(a)
+    res = float32(_vy_exp64(min(max(d, -150.0), 128.5) * 0.6931471805599453))
+    return res if d == d else float32(d)
+
+
+@_dev
+def _vy_log64(d):
+    # (e, log(m)) with d = 2**e * m, m in (sqrt(1/2), sqrt(2)], for positive finite d (every positive
+    # f32 is a normal f64); log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.1716: error < 2e-13
+    bits = np.float64(d).view(np.int64)
+    m = np.int64((bits & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)
+    big = m > 1.4142135623730951
+    e = float64((bits >> 52) - 1023) + (1.0 if big else 0.0)
+    m = m * 0.5 if big else m
+    f = m - 1.0
+    s = f / (2.0 + f)
+    s2 = s * s
+    lm = 2.0 * s * (1.0 + s2 * (0.3333333333333333 + s2 * (0.2 + s2 * (0.14285714285714285 + s2 * (
+        0.1111111111111111 + s2 * (0.09090909090909091 + s2 * (0.07692307692307693 + s2 * (
+            0.06666666666666667))))))))
+    return e, lm
+
+
+@_dev
+def _vy_log_special(d, r):
+    # log of 0 is -inf, of +inf is +inf, of anything negative or NaN is NaN (one select each)
+    r = r if d > 0.0 else float32(math.nan)
+    r = float32(-math.inf) if d == 0.0 else r
+    return float32(math.inf) if d == math.inf else r
+
+
+@_dev
+def _vy_f32_log(a):
+    d = float64(a)
+    e, lm = _vy_log64(d)
+    return _vy_log_special(d, float32(e * 0.6931471805599453 + lm))
+
+
+@_dev
+def _vy_f32_log2(a):
+    d = float64(a)
+    e, lm = _vy_log64(d)
+    return _vy_log_special(d, float32(e + lm * 1.4426950408889634))
+
+
+@_dev
+def _vy_f32_tanh(a):
+    d = float64(a)
+    c = min(max(d, -20.0), 20.0)
+    e2 = _vy_exp64(2.0 * c)
+    c2 = c * c
+    # Taylor below 1/8, where (e2 - 1) would cancel; written as c * (...) so that tanh(-0) = -0
+    small = c * (1.0 + c2 * (-0.3333333333333333 + c2 * (0.13333333333333333 + c2 * (
+        -0.05396825396825397 + c2 * (0.021869488536155203 + c2 * -0.008863235529902197)))))
+    r = small if abs(c) < 0.125 else (e2 - 1.0) / (e2 + 1.0)
+    return float32(r) if d == d else float32(d)
 
 
 @_dev
@@ -318,14 +382,14 @@ def _vy_sincos64(a, quarter):
 
 
 @_dev
-def _vy_sin32(a):
+def _vy_f32_sin(a):
     d = float64(a)
     v = _vy_sincos64(a, 0) * math.copysign(1.0, d)
     return float32(v) if math.isfinite(d) else float32(math.nan)
 
 
 @_dev
-def _vy_cos32(a):
+def _vy_f32_cos(a):
     d = float64(a)
     v = _vy_sincos64(a, 1)
     return float32(v) if math.isfinite(d) else float32(math.nan)

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda (simulator), codegen v4. Do not edit.
+# vyre generated kernel: target cuda (simulator), codegen v5. Do not edit.
 import types
 import numpy as _np
 _np.seterr(all='ignore')
@@ -20,25 +20,53 @@ def _vy_fmod(a, b):
 _vy_fmod = _dev(_vy_fmod)
 
 
-def _vy_exp32(a):
+def _vy_f32_exp(a):
     return math.exp(a)
 
 
-_vy_exp32 = _dev(_vy_exp32)
+_vy_f32_exp = _dev(_vy_f32_exp)
 
 
-def _vy_sin32(a):
+def _vy_f32_exp2(a):
+    return math.exp2(a)
+
+
+_vy_f32_exp2 = _dev(_vy_f32_exp2)
+
+
+def _vy_f32_log(a):
+    return math.log(a)
+
+
+_vy_f32_log = _dev(_vy_f32_log)
+
+
+def _vy_f32_log2(a):
+    return math.log2(a)
+
+
+_vy_f32_log2 = _dev(_vy_f32_log2)
+
+
+def _vy_f32_tanh(a):
+    return math.tanh(a)
+
+
+_vy_f32_tanh = _dev(_vy_f32_tanh)
+
+
+def _vy_f32_sin(a):
     return math.sin(a)
 
 
-_vy_sin32 = _dev(_vy_sin32)
+_vy_f32_sin = _dev(_vy_f32_sin)
 
 
-def _vy_cos32(a):
+def _vy_f32_cos(a):
     return math.cos(a)
 
 
-_vy_cos32 = _dev(_vy_cos32)
+_vy_f32_cos = _dev(_vy_f32_cos)
 # <vyre.codegen.prelude.PRELUDE>
 
 
