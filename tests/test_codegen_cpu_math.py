@@ -1,4 +1,4 @@
-"""The CPU backend's own f32 exp / exp2 / log / log2 / tanh / sin / cos (branch-free, vectorisable;
+"""The CPU backend's own f32 exp / exp2 / log / log2 / tanh / sinh / cosh / sin / cos / tan (branch-free, vectorisable;
 vyre/codegen/cpu.py CPU_MATH) are within one ulp of the float64 result over the whole f32 range,
 special values included."""
 
@@ -11,7 +11,8 @@ from vyre.driver.dispatch import compile as vcompile
 from vyre.ir import F32, Program, UnOpKind, buflen, gid, if_, let, output, read, store, unop, var
 
 REFERENCE = {UnOpKind.EXP: np.exp, UnOpKind.EXP2: np.exp2, UnOpKind.LOG: np.log, UnOpKind.LOG2: np.log2,
-             UnOpKind.TANH: np.tanh, UnOpKind.SIN: np.sin, UnOpKind.COS: np.cos}
+             UnOpKind.TANH: np.tanh, UnOpKind.SINH: np.sinh, UnOpKind.COSH: np.cosh, UnOpKind.SIN: np.sin,
+             UnOpKind.COS: np.cos, UnOpKind.TAN: np.tan}
 
 
 def _inputs() -> np.ndarray:
@@ -26,7 +27,10 @@ def _inputs() -> np.ndarray:
                   np.pi / 2, np.pi, 1e6 * np.pi, 2.0**24, 2.0**60, 2.0**127,
                   # exp2's edges, log near 1 and at powers of two, tanh around its Taylor switch
                   127.99999, 128.0, -149.0, -149.5, -150.0, -126.0, 1.0, 0.99999994, 1.0000001, 0.5, 2.0**-149,
-                  0.125, 0.12499999, -0.125, 1e-4, 9.0, 9.1, 19.99, 20.0, 1e-30]),
+                  0.125, 0.12499999, -0.125, 1e-4, 9.0, 9.1, 19.99, 20.0, 1e-30,
+                  # sinh/cosh overflow, tan next to its poles
+                  89.41598, 89.41599, -89.41599, 95.0, 96.0, 1.5707963, 1.5707964, -1.5707964, 4.712389,
+                  4.7123890, 3.1415927, 1e4 + 0.5]),
         rng.uniform(0.5, 2.0, 20000),  # log around 1
         rng.uniform(-0.2, 0.2, 20000),  # tanh's small branch and its edge
     ]

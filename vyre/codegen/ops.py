@@ -111,7 +111,7 @@ def _math(fn: str) -> UnRule:
 
 #: Functions whose f32 form goes through a helper ``_vy_f32_<fn>`` that every target defines: the
 #: CPU's are branch-free (LLVM vectorises them), CUDA's are libdevice's ``math.<fn>``.
-F32_HELPERS = ("exp", "exp2", "log", "log2", "tanh", "sin", "cos")
+F32_HELPERS = ("exp", "exp2", "log", "log2", "tanh", "sinh", "cosh", "sin", "cos", "tan")
 
 
 def _f32_helper(fn: str) -> UnRule:
@@ -158,12 +158,12 @@ UNOP_EMIT: dict[UnOpKind, UnRule] = {
     UnOpKind.LOG2: _f32_helper("log2"),
     UnOpKind.SIN: _f32_helper("sin"),
     UnOpKind.COS: _f32_helper("cos"),
-    UnOpKind.TAN: _math("tan"),
+    UnOpKind.TAN: _f32_helper("tan"),
     UnOpKind.ASIN: _math("asin"),
     UnOpKind.ACOS: _math("acos"),
     UnOpKind.ATAN: _math("atan"),
-    UnOpKind.SINH: _math("sinh"),
-    UnOpKind.COSH: _math("cosh"),
+    UnOpKind.SINH: _f32_helper("sinh"),
+    UnOpKind.COSH: _f32_helper("cosh"),
     UnOpKind.TANH: _f32_helper("tanh"),
     UnOpKind.FLOOR: _via_f64("_vy_floor"),
     UnOpKind.CEIL: _via_f64("_vy_ceil"),

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda, codegen v5. Do not edit.
+# vyre generated kernel: target cuda, codegen v6. Do not edit.
 import math
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 
@@ -47,6 +47,20 @@ def _vy_f32_tanh(a):
 _vy_f32_tanh = _dev(_vy_f32_tanh)
 
 
+def _vy_f32_sinh(a):
+    return math.sinh(a)
+
+
+_vy_f32_sinh = _dev(_vy_f32_sinh)
+
+
+def _vy_f32_cosh(a):
+    return math.cosh(a)
+
+
+_vy_f32_cosh = _dev(_vy_f32_cosh)
+
+
 def _vy_f32_sin(a):
     return math.sin(a)
 
@@ -59,6 +73,13 @@ def _vy_f32_cos(a):
 
 
 _vy_f32_cos = _dev(_vy_f32_cos)
+
+
+def _vy_f32_tan(a):
+    return math.tan(a)
+
+
+_vy_f32_tan = _dev(_vy_f32_tan)
 # <vyre.codegen.prelude.PRELUDE>
 
 

@@ -295,7 +295,7 @@ def _vy_f32_exp(a):
 @_dev
 def _vy_f32_exp2(a):
     d = float64(a)
-    res = float32(_vy_exp64(min(max(d, -150.0), 128.5) * 0.6931471805599453))
+    res = float32(_vy_exp64(min(max(d, -151.0), 128.5) * 0.6931471805599453))
     return res if d == d else float32(d)
 
 
@@ -353,7 +353,8 @@ def _vy_f32_tanh(a):
 
 
 @_dev
-def _vy_sincos64(a, quarter):
+def _vy_sincos_core(a):
+    # (sin r, cos r, q) with |a| = q pi/2 + r, |r| <= pi/4
     ad = abs(float64(a))
     nf = math.floor(ad * 0.6366197723675814 + 0.5)
     rs = (ad - nf * 1.5707963267341256) - nf * 6.077100506506192e-11
@@ -369,7 +370,7 @@ def _vy_sincos64(a, quarter):
     rl = float64(np.int64(res0 - (nl << np.uint64(62)))) * 3.4061215800865545e-19
     large = ad >= 120.0
     r = rl if large else rs
-    q = (int64(nl) if large else int64(nf)) + quarter
+    q = int64(nl) if large else int64(nf)
     r2 = r * r
     s = r * (1.0 + r2 * (-0.16666666666666666 + r2 * (0.008333333333333333 + r2 * (
         -0.0001984126984126984 + r2 * (2.7557319223985893e-06 + r2 * (-2.505210838544172e-08
@@ -377,6 +378,13 @@ def _vy_sincos64(a, quarter):
     c = 1.0 + r2 * (-0.5 + r2 * (0.041666666666666664 + r2 * (-0.001388888888888889 + r2 * (
         2.48015873015873e-05 + r2 * (-2.755731922398589e-07 + r2 * (2.08767569878681e-09
                                                                     + r2 * -1.1470745597729725e-11))))))
+    return s, c, q
+
+
+@_dev
+def _vy_sincos64(a, quarter):
+    s, c, q = _vy_sincos_core(a)
+    q = q + quarter
     sgn = 1.0 - 2.0 * float64((q >> 1) & 1)
     return (c if (q & 1) == 1 else s) * sgn
 
@@ -393,3 +401,35 @@ def _vy_f32_cos(a):
     d = float64(a)
     v = _vy_sincos64(a, 1)
     return float32(v) if math.isfinite(d) else float32(math.nan)
+
+
+@_dev
+def _vy_f32_tan(a):
+    # from one reduction: tan |a| = sin r / cos r in even quadrants, -cos r / sin r in odd ones (each
+    # polynomial is accurate relative to itself, so the quotient stays accurate next to the poles)
+    d = float64(a)
+    s, c, q = _vy_sincos_core(a)
+    odd = (q & 1) == 1
+    v = (-c if odd else s) / (s if odd else c) * math.copysign(1.0, d)
+    return float32(v) if math.isfinite(d) else float32(math.nan)
+
+
+@_dev
+def _vy_f32_sinh(a):
+    d = float64(a)
+    c = min(max(d, -95.0), 95.0)
+    e = _vy_exp64(c)
+    c2 = c * c
+    # Taylor below 1/8, where e - 1/e would cancel; c * (...) keeps sinh(-0) = -0
+    small = c * (1.0 + c2 * (0.16666666666666666 + c2 * (0.008333333333333333 + c2 * (
+        0.0001984126984126984 + c2 * 2.7557319223985893e-06))))
+    r = small if abs(c) < 0.125 else 0.5 * (e - 1.0 / e)
+    return float32(r) if d == d else float32(d)
+
+
+@_dev
+def _vy_f32_cosh(a):
+    d = float64(a)
+    e = _vy_exp64(min(max(d, -95.0), 95.0))
+    r = 0.5 * (e + 1.0 / e)
+    return float32(r) if d == d else float32(d)

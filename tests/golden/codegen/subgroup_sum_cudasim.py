@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda (simulator), codegen v5. Do not edit.
+# vyre generated kernel: target cuda (simulator), codegen v6. Do not edit.
 import types
 import numpy as _np
 _np.seterr(all='ignore')
@@ -55,6 +55,20 @@ def _vy_f32_tanh(a):
 _vy_f32_tanh = _dev(_vy_f32_tanh)
 
 
+def _vy_f32_sinh(a):
+    return math.sinh(a)
+
+
+_vy_f32_sinh = _dev(_vy_f32_sinh)
+
+
+def _vy_f32_cosh(a):
+    return math.cosh(a)
+
+
+_vy_f32_cosh = _dev(_vy_f32_cosh)
+
+
 def _vy_f32_sin(a):
     return math.sin(a)
 
@@ -67,6 +81,13 @@ def _vy_f32_cos(a):
 
 
 _vy_f32_cos = _dev(_vy_f32_cos)
+
+
+def _vy_f32_tan(a):
+    return math.tan(a)
+
+
+_vy_f32_tan = _dev(_vy_f32_tan)
 # <vyre.codegen.prelude.PRELUDE>
 
 
