@@ -159,3 +159,21 @@ def test_hvp_through_a_gather_backward_with_atomics() -> None:
         hess[k, i] += np.cos(xv[k])
         hess[i, k] += np.cos(xv[k])
     np.testing.assert_allclose(h["x"], hess @ v, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [(1.5,), (0,), "x", (1, 1, 1, 1), (-2,), True])
+def test_runners_reject_a_bad_grid_before_running(bad: object) -> None:
+    from vyre.autodiff import jvp, value_and_grad, vjp
+    from vyre.errors import DispatchError
+    from vyre.examples import fused_chain
+
+    prog = fused_chain()
+    x = np.ones(64, np.float32)
+    calls = [
+        lambda: value_and_grad(prog, {"x": x, "y": x}, "out", ["x"], backend="cpu", grid=bad),
+        lambda: vjp(prog, {"x": x, "y": x}, {"out": x}, ["x"], backend="cpu", grid=bad),
+        lambda: jvp(prog, {"x": x, "y": x}, {"x": x}, outputs=["out"], backend="cpu", grid=bad),
+    ]
+    for call in calls:
+        with pytest.raises(DispatchError, match=r"grid.*Fix:"):
+            call()

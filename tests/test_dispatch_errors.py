@@ -207,6 +207,22 @@ def test_bad_workgroup_size_override() -> None:
     with pytest.raises(DispatchError) as err:
         vyre.dispatch(PROG, good(), backend="cpu", workgroup_size=0)
     check(err, "outside [1, 2^31-1]")
+    assert "workgroup_size (0, 1, 1)" in str(err.value)  # names the argument the caller passed
+    with pytest.raises(DispatchError) as err:
+        vyre.dispatch(PROG, good(), backend="cpu", workgroup_size="64")  # type: ignore[arg-type]
+    check(err, "workgroup_size must be")
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0, np.True_])
+def test_return_device_must_be_a_bool(kernel: vyre.Kernel, value: object) -> None:
+    for call in (lambda d: kernel(d, return_device=value),  # type: ignore[arg-type]
+                 lambda d: vyre.dispatch(PROG, d, backend="cpu", return_device=value)):  # type: ignore[arg-type]
+        for _ in range(2):  # the second call takes dispatch's cached path
+            d = good()
+            with pytest.raises(DispatchError) as err:
+                call(d)
+            check(err, "return_device must be")
+            assert (d["out"] == SENTINEL).all()
 
 
 @pytest.mark.parametrize("knobs", [(0, 1), (1025, 1), (1, 0), (1, 4097), (-1, 1)])

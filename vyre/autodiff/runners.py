@@ -15,13 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ..driver.geometry import default_grid
+from ..driver.geometry import Grid, default_grid, grid3
 from ..errors import AutodiffError
 from ..ir.program import Program
 from .forward import TANGENT_PREFIX, jvp_program
 from .reverse import GRAD_PREFIX, STORED_PREFIX, grad
 
-Grid = int | Sequence[int]
 
 
 @functools.lru_cache(maxsize=128)
@@ -45,11 +44,6 @@ def run_program(program: Program, arrays: Mapping[str, np.ndarray], *, backend: 
     return dict(dispatch(program, arrays, backend=backend, grid=grid))
 
 
-def _grid3(grid: Grid) -> tuple[int, int, int]:
-    g = (grid,) if isinstance(grid, int) else tuple(int(v) for v in grid)
-    return ((*g, 1, 1, 1)[:3])  # type: ignore[return-value]
-
-
 def forward_lengths(program: Program, inputs: Mapping[str, Any]) -> dict[str, int]:
     """Element counts of every storage buffer as the forward would see them."""
     out: dict[str, int] = {}
@@ -66,7 +60,7 @@ def forward_lengths(program: Program, inputs: Mapping[str, Any]) -> dict[str, in
 def forward_grid(program: Program, inputs: Mapping[str, Any], grid: Grid | None) -> tuple[int, int, int]:
     """The grid the forward runs with: ``grid`` if given, else the forward's default grid."""
     if grid is not None:
-        return _grid3(grid)
+        return grid3(grid)
     return default_grid(program, forward_lengths(program, inputs))
 
 

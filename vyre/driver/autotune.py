@@ -46,7 +46,8 @@ from ..errors import DispatchError, TunerError, VyreError
 from ..ir import DataType, Program
 from ..settings import Mode, read_settings
 from .bind import bind_host_arrays, storage_buffers
-from .dispatch import Grid, Kernel, Launch, _grid3
+from .dispatch import Grid, Kernel, Launch
+from .geometry import grid3
 from .timers import BackendTimer, CudaEventTimer, PerfCounterTimer, SafeTimer
 from .tuner import (
     MAX_LAUNCH_INVOCATIONS, ExhaustiveSearch, NaturalGradientSearch, SearchResult, StaticProgramShape,
@@ -290,7 +291,7 @@ def _length(obj: Any) -> int:
 def invocations_for(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None) -> int:
     """How many invocations ``kernel(inputs, grid=grid)`` runs (raises DispatchError for a grid
     that is not 1-D, as the call would)."""
-    g = _grid3(grid) if grid is not None else kernel.grid_for({k: _length(v) for k, v in inputs.items()})
+    g = grid3(grid) if grid is not None else kernel.grid_for({k: _length(v) for k, v in inputs.items()})
     if g[1:] != (1, 1):
         raise DispatchError(f"grid {g} is not 1-D, but the program is (its ids are 1-D). "
                             "Fix: pass grid=(n_workgroups,)")

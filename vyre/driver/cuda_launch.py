@@ -9,9 +9,9 @@ import numpy as np
 
 from ..errors import DispatchError
 from ..ir import BufferDecl
-from .fast_launch import make_fast_launch
 from .bind import Span, check_disjoint, check_host_array, check_names, spans_overlap, storage_buffers
-
+from .fast_launch import make_fast_launch
+from .geometry import grid3
 if TYPE_CHECKING:
     from .dispatch import Grid, Kernel
 
@@ -82,7 +82,6 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
         return fast()
     from numba import cuda
 
-    from .dispatch import _grid3
 
     program = kernel.program
     check_names(program, list(inputs))
@@ -112,7 +111,7 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
     check_disjoint(host_arrays, written, np.may_share_memory)
     check_disjoint(device_spans, written, spans_overlap)
     lengths = {b.name: int(a.shape[0]) for b, a in zip(storage_buffers(program), dev_args, strict=True)}
-    g = _grid3(grid) if grid is not None else kernel.grid_for(lengths)
+    g = grid3(grid) if grid is not None else kernel.grid_for(lengths)
     if kernel.flat:
         if g[1:] != (1, 1):
             raise DispatchError(f"grid {g} is not 1-D, but the program is (its ids are 1-D). "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,9 +18,8 @@ from ..ir import BufferDecl, Program
 from . import cache
 from .backends import check_backend, default_backend
 from .bind import bind_host_arrays, check_names, storage_buffers
-from .geometry import default_grid
+from .geometry import Grid, default_grid, grid3, is_int
 
-Grid = int | Sequence[int]
 # CPU dispatches of fewer invocations run the serial kernel: below this the thread pool's wake-up
 # costs more than it saves, and the parallel kernel is not even compiled until needed.
 PARALLEL_MIN_INVOCATIONS = 1 << 15
@@ -28,28 +27,6 @@ PARALLEL_MIN_INVOCATIONS = 1 << 15
 # matters on the cached dispatch path.
 _ENV: Any = getattr(os.environ, "_data", os.environ)
 _ENV_BACKEND_KEY: Any = b"VYRE_BACKEND" if _ENV is not os.environ and os.name == "posix" else "VYRE_BACKEND"
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _grid3(grid: Grid) -> tuple[int, int, int]:
-    bad = DispatchError(f"grid must be an int or a sequence of 1-3 ints, got {grid!r}. "
-                        "Fix: pass e.g. grid=16 or grid=(16, 1, 1)")
-    if _is_int(grid):
-        g: tuple[object, ...] = (grid,)
-    elif isinstance(grid, (tuple, list)):
-        g = tuple(grid)
-    else:
-        raise bad
-    if not 1 <= len(g) <= 3 or not all(_is_int(v) for v in g):
-        raise bad
-    gx, gy, gz = (*(int(v) for v in g), 1, 1)[:3]  # type: ignore[call-overload]
-    if any(v < 1 or v > 2**31 - 1 for v in (gx, gy, gz)):
-        raise DispatchError(f"grid {(gx, gy, gz)} has a dimension outside [1, 2^31-1]. "
-                            "Fix: pass positive workgroup counts")
-    return gx, gy, gz
 
 
 def _versions(backend: str) -> list[str]:
@@ -75,7 +52,7 @@ class Launch:
     ipt: int = 1
 
     def __post_init__(self) -> None:
-        if not (_is_int(self.wg) and _is_int(self.ipt)):
+        if not (is_int(self.wg) and is_int(self.ipt)):
             raise DispatchError(f"launch knobs must be ints, got wg={self.wg!r}, ipt={self.ipt!r}. "
                                 "Fix: pass e.g. Launch(256, 4)")
         if not (1 <= self.wg <= 1024 and 1 <= self.ipt <= 4096):
@@ -133,12 +110,15 @@ class Kernel:
 
     def __call__(self, inputs: Mapping[str, Any], *, grid: Grid | None = None,
                  return_device: bool | None = None) -> dict[str, Any]:
+        if return_device is not None and not isinstance(return_device, bool):
+            raise DispatchError(f"return_device must be True, False or None, got {return_device!r}. "
+                                "Fix: pass a bool (None: device arrays back when device arrays went in)")
         if self.backend in ("cuda", "cudasim"):
             from .cuda_launch import launch_cuda
 
             return launch_cuda(self, inputs, grid, return_device)
         arrays = bind_host_arrays(self.program, inputs)
-        g = _grid3(grid) if grid is not None else self.grid_for({k: v.size for k, v in arrays.items()})
+        g = grid3(grid) if grid is not None else self.grid_for({k: v.size for k, v in arrays.items()})
         if self.backend == "interp":
             from ..interp import run
 
@@ -225,7 +205,7 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
             _tune(k, inputs, grid)
             return k(inputs, grid=grid, return_device=return_device)
     if workgroup_size is not None:
-        program = replace(program, workgroup_size=_grid3(workgroup_size))
+        program = replace(program, workgroup_size=grid3(workgroup_size, "workgroup_size"))
     if not isinstance(inputs, Mapping):
         raise DispatchError(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
                             "Fix: pass a dict like {'x': x}")

@@ -2,9 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+import numpy as np
+
+from ..errors import DispatchError
 from ..ir import Program
+
+Grid = int | Sequence[int]
+
+
+def is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def grid3(grid: Grid, what: str = "grid") -> tuple[int, int, int]:
+    """``grid`` (or ``workgroup_size``, named by ``what``) as three positive ints."""
+    bad = DispatchError(f"{what} must be an int or a sequence of 1-3 ints, got {grid!r}. "
+                        f"Fix: pass e.g. {what}=16 or {what}=(16, 1, 1)")
+    if is_int(grid):
+        g: tuple[object, ...] = (grid,)
+    elif isinstance(grid, (tuple, list)):
+        g = tuple(grid)
+    else:
+        raise bad
+    if not 1 <= len(g) <= 3 or not all(is_int(v) for v in g):
+        raise bad
+    gx, gy, gz = (*(int(v) for v in g), 1, 1)[:3]  # type: ignore[call-overload]
+    if any(v < 1 or v > 2**31 - 1 for v in (gx, gy, gz)):
+        raise DispatchError(f"{what} {(gx, gy, gz)} has a dimension outside [1, 2^31-1]. "
+                            "Fix: pass positive counts")
+    return gx, gy, gz
+
 
 
 def ceil_div(a: int, b: int) -> int:
