@@ -10,7 +10,10 @@ import numpy as np
 
 from vyre.autodiff import grad
 from vyre.examples import matvec
-from vyre.ir import F32, F64, DataType, Program, atomic_add, buflen, gid, if_, let, output, read, store, var
+from vyre.ir import (
+    F32, F64, DataType, Program, atomic_add, barrier, buflen, gid, if_, let, lid, output, read, store, var,
+    workgroup,
+)
 
 #: name -> (PTX must contain, PTX must not contain)
 PTX_EXPECT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -18,6 +21,7 @@ PTX_EXPECT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "warp_add_f64_k7": (("vote.sync.all", "shfl.sync.down", "atom.global.add.f64"), ()),
     "warp_add_matvec_backward": (("vote.sync.all", "shfl.sync.down"), ()),
     "atomic_old_value_used": (("atom.global.add.f32",), ("vote.sync", "shfl.sync")),
+    "warp_add_shared": (("vote.sync.all", "shfl.sync.down", "atom.shared.add.f32"), ()),
 }
 
 
@@ -28,6 +32,21 @@ def scatter(t: DataType, k: int, wg: int) -> Program:
     return Program.wrapped([x, out], wg, [
         let("i", gid()),
         if_(i.lt(buflen(x)), [let("unused", atomic_add(out, i % k, x[i]))]),
+    ])
+
+
+def shared_scatter(n: int, slots: int = 4) -> Program:
+    """Per workgroup of 64: ``t[lid % slots] += x[gid]`` in workgroup memory, then the first
+    ``slots`` lanes write the slot sums to ``out[gid]`` (the rest of ``out`` stays 0)."""
+    x, out, t = read("x", 0, F32), output("out", 1, F32).with_count(n), workgroup("t", slots, F32)
+    i = var("i")
+    return Program.wrapped([x, out, t], 64, [
+        let("i", gid()),
+        if_(lid().lt(slots), [store(t, lid(), 0.0)]),
+        barrier(),
+        let("unused", atomic_add(t, lid() % slots, x[i])),
+        barrier(),
+        if_(lid().lt(slots), [store(out, i, t[lid()])]),
     ])
 
 
@@ -48,6 +67,7 @@ def ptx_programs() -> list[tuple[str, Program]]:
         ("warp_add_f64_k7", scatter(F64, 7, 96)),
         ("warp_add_matvec_backward", grad(fwd, ["out"], ["m", "v"])),
         ("atomic_old_value_used", old_value_used()),
+        ("warp_add_shared", shared_scatter(256)),
     ]
 
 
@@ -62,5 +82,12 @@ def gpu_cases(n: int = 1 << 16) -> list[tuple[str, Program, dict[str, np.ndarray
             for wg in (256, 48):  # 48: every other warp is partial, so never aggregated
                 exact = np.bincount(np.arange(n) % k, weights=x.astype(np.float64), minlength=k)
                 out.append((f"{t.name.lower()}_k{k}_wg{wg}", scatter(t, k, wg), {"x": x}, exact))
+    x = rng.integers(-8, 9, n).astype(np.float32)
+    exact = np.zeros(n)
+    lanes = np.arange(n) % 64
+    for s in range(4):
+        exact[s::64] = np.bincount(np.arange(n)[lanes % 4 == s] // 64, weights=x[lanes % 4 == s].astype(np.float64),
+                                   minlength=n // 64)
+    out.append(("f32_shared_slots4_wg64", shared_scatter(n), {"x": x}, exact))
     return out
 
