@@ -157,7 +157,8 @@ def overhead():
     fast = _by_identity[(id(prog), "cuda")][1]._fast
     assert fast is not None, "the cached launch path was not set up"
     a[:] = cp.arange(n, dtype=cp.float32)
-    assert vyre.dispatch(prog, args, backend="cuda") is fast.result
+    assert vyre.dispatch(prog, args, backend="cuda")["o"] is o
+    assert _by_identity[(id(prog), "cuda")][1]._fast is fast, "the second call did not take the cached path"
     assert bool((o == a + b).all()), "the cached launch computed a wrong result"
     entry = "cuLaunchKernelEx" if driver_launcher().extended else "cuLaunchKernel"
     print(f"cached path: {entry} via ctypes, checked against CuPy")

@@ -89,11 +89,14 @@ def test_the_driver_receives_numbas_abi(extended: bool, sizes: list[tuple[int, A
     inputs = {f"b{k}": a for k, a in enumerate(arrays)}
     expected = _abi(arrays) + scalars
     rec = Recorder(extended, len(expected))
-    result = {"b0": arrays[0]}
+    written = tuple(inputs)[::2]  # one name or several: both ways of building the result
     fast = build_fast_launch(rec.launcher, 0xDEADBEEF00, inputs, list(arrays), tuple(scalars), grid, block,
-                             None, None, None, result)
-    assert fast() is result
-    assert fast() is result
+                             None, None, None, written)
+    assert fast is not None
+    first, second = fast(inputs), fast(inputs)
+    assert first == second == {n: inputs[n] for n in written}
+    assert all(first[n] is inputs[n] for n in written)
+    assert first is not second  # a fresh dict each call: a caller may edit what it got back
     assert len(rec.calls) == 2
     call = rec.calls[0]
     assert call == rec.calls[1]
@@ -105,8 +108,10 @@ def test_the_driver_receives_numbas_abi(extended: bool, sizes: list[tuple[int, A
 
 def _fast(inputs: dict[str, Any], rec: Recorder, grid: Any = None, return_device: bool | None = None) -> FastLaunch:
     arrays = list(inputs.values())
-    return build_fast_launch(rec.launcher, 1, inputs, arrays, (), (1, 1, 1), (32, 1, 1), grid, None,
-                             return_device, {})
+    fast = build_fast_launch(rec.launcher, 1, inputs, arrays, (), (1, 1, 1), (32, 1, 1), grid, None,
+                             return_device, ())
+    assert fast is not None
+    return fast
 
 
 def test_only_the_very_same_arrays_match() -> None:
@@ -127,11 +132,37 @@ def test_only_the_very_same_arrays_match() -> None:
     assert not gridded.matches({"a": a}, None, True)
 
 
+def test_the_arrays_are_held_weakly() -> None:
+    import gc
+    import weakref
+
+    a, b = FakeDeviceArray(4096, 8), FakeDeviceArray(8192, 8)
+    fast = _fast({"a": a, "b": b}, Recorder(True, 14))
+    gone = weakref.ref(a)
+    del a
+    gc.collect()
+    assert gone() is None  # the cached launch did not keep the caller's array alive
+    # ... and a dead array never matches, not even a None passed in its place
+    assert not fast.matches({"a": None, "b": b}, None, None)
+
+
+def test_an_input_without_weak_references_is_not_pinned() -> None:
+    class Slotted:
+        __slots__ = ("__cuda_array_interface__", "dtype", "shape")
+
+    s = Slotted()
+    s.shape, s.dtype = (8,), np.dtype(np.float32)
+    s.__cuda_array_interface__ = {"data": (4096, False)}
+    fast = build_fast_launch(Recorder(True, 7).launcher, 1, {"a": s}, [s], (), (1, 1, 1), (32, 1, 1), None,
+                             None, None, ("a",))
+    assert fast is None
+
+
 def test_a_driver_error_is_a_dispatch_error() -> None:
     a = FakeDeviceArray(4096, 8)
     rec = Recorder(True, 7, status=700)  # CUDA_ERROR_ILLEGAL_ADDRESS
     with pytest.raises(DispatchError, match=r"CUDA error 700.*Fix:"):
-        _fast({"a": a}, rec)()
+        _fast({"a": a}, rec)({"a": a})
 
 
 def test_host_and_torch_inputs_are_never_pinned() -> None:
@@ -153,12 +184,11 @@ def test_dispatch_takes_the_cached_launch_for_the_same_arrays(monkeypatch: pytes
     kernel = vyre.compile(prog, backend="cpu")
     arrays = {"a": FakeDeviceArray(4096, 16), "b": FakeDeviceArray(8192, 16), "o": FakeDeviceArray(12288, 16)}
     rec = Recorder(True, 23)
-    result = {"o": arrays["o"]}
     kernel._fast = build_fast_launch(rec.launcher, 7, arrays, list(arrays.values()), (16, 1), (1, 1, 1),
-                                     (64, 1, 1), None, kernel.launch, None, result)
+                                     (64, 1, 1), None, kernel.launch, None, ("o",))
     monkeypatch.setitem(dispatch_mod._by_identity, (id(prog), "cuda"), (prog, kernel))
-    assert vyre.dispatch(prog, arrays, backend="cuda") is result
-    assert vyre.dispatch(prog, dict(arrays), backend="cuda") is result
+    assert vyre.dispatch(prog, arrays, backend="cuda") == {"o": arrays["o"]}
+    assert vyre.dispatch(prog, dict(arrays), backend="cuda")["o"] is arrays["o"]
     assert len(rec.calls) == 2 and rec.calls[0]["params"][-2:] == [16, 1]
     # the tuner changed the kernel's launch since: the packed launch no longer stands
     kernel.launch = vyre.driver.dispatch.Launch(128, 2)

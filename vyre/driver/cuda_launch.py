@@ -79,7 +79,7 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
                 return_device: bool | None) -> dict[str, Any]:
     fast = kernel._fast
     if fast is not None and fast.launch is kernel.launch and fast.matches(inputs, grid, return_device):
-        return fast()
+        return fast(inputs)
     from numba import cuda
 
 
@@ -139,5 +139,5 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
                 r.copy_to_host() if hasattr(r, "copy_to_host") else cuda.as_cuda_array(r).copy_to_host())
     if not copy_back and want_device and len(inputs) == len(dev_args) and kernel.backend == "cuda":
         kernel._fast = make_fast_launch(kernel, inputs, dev_args, scalars, griddim, blockdim, grid,
-                                        return_device, out)
+                                        return_device, tuple(out))
     return out
