@@ -165,6 +165,13 @@ def test_a_driver_error_is_a_dispatch_error() -> None:
         _fast({"a": a}, rec)({"a": a})
 
 
+@pytest.mark.parametrize("stream", [12345, 0x7F00DEADBEEF])
+def test_arrays_of_a_user_stream_are_never_pinned(stream: int) -> None:
+    a = FakeDeviceArray(4096, 8)
+    a.__cuda_array_interface__["stream"] = stream
+    assert make_fast_launch(None, {"a": a}, [], (), (1, 1, 1), (1, 1, 1), None, None, ()) is None  # type: ignore[arg-type]
+
+
 def test_host_and_torch_inputs_are_never_pinned() -> None:
     class TorchLike(FakeDeviceArray):
         pass
@@ -173,7 +180,7 @@ def test_host_and_torch_inputs_are_never_pinned() -> None:
     host = {"a": np.zeros(8, np.float32)}
     torchy = {"a": TorchLike(4096, 8)}
     for inputs in (host, torchy):
-        assert make_fast_launch(None, inputs, [], (), (1, 1, 1), (1, 1, 1), None, None, {}) is None  # type: ignore[arg-type]
+        assert make_fast_launch(None, inputs, [], (), (1, 1, 1), (1, 1, 1), None, None, ()) is None  # type: ignore[arg-type]
 
 
 def test_dispatch_takes_the_cached_launch_for_the_same_arrays(monkeypatch: pytest.MonkeyPatch) -> None:

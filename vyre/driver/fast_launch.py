@@ -10,7 +10,8 @@ costs ~0.55 us in ctypes conversions alone).
 
 Identity is the whole contract: an array object passed again is the same device storage (numba,
 CuPy and other CAI arrays cannot swap their pointer under the same object; PyTorch tensors can,
-through ``.set_()``, so they never take this path). The arrays are held weakly (an array that
+through ``.set_()``, so they never take this path; nor do arrays exported from a stream other
+than a default one, see :func:`_on_a_default_stream`). The arrays are held weakly (an array that
 cannot be is never pinned), so a kernel's last launch keeps no caller memory alive.
 """
 
@@ -146,13 +147,22 @@ def build_fast_launch(launcher: Launcher, func: int, inputs: Mapping[str, Any], 
     return FastLaunch(refs, written, grid, launch, return_device, call, keep)
 
 
+def _on_a_default_stream(obj: Any) -> bool:
+    """Does the array's producer use a stream that our launches (legacy default stream) are ordered
+    after? The checked path imports every array through numba, which synchronises with the stream
+    the array interface names; the cached path does not look again, so arrays exported from any
+    other stream (CuPy inside ``with cupy.cuda.Stream(...)``) are never pinned."""
+    stream = obj.__cuda_array_interface__.get("stream")
+    return stream is None or stream in (1, 2)  # none given, legacy, per-thread default
+
+
 def make_fast_launch(kernel: Kernel, inputs: Mapping[str, Any], dev_args: list[Any], scalars: tuple[int, ...],
                      griddim: tuple[int, int, int], blockdim: tuple[int, int, int], grid: Any,
                      return_device: bool | None, written: tuple[str, ...]) -> FastLaunch | None:
     """The repeatable launch for this call, or None when the inputs cannot be pinned (host arrays,
     objects whose storage can be swapped under the same identity) or the driver is not reachable."""
     if any(isinstance(v, np.ndarray) or not hasattr(v, "__cuda_array_interface__")
-           or type(v).__module__.startswith("torch") for v in inputs.values()):
+           or type(v).__module__.startswith("torch") or not _on_a_default_stream(v) for v in inputs.values()):
         return None
     overloads = list(kernel._fn.overloads.values())
     if len(overloads) != 1:
