@@ -160,8 +160,17 @@ def overhead():
     assert vyre.dispatch(prog, args, backend="cuda")["o"] is o
     assert _by_identity[(id(prog), "cuda")][1]._fast is fast, "the second call did not take the cached path"
     assert bool((o == a + b).all()), "the cached launch computed a wrong result"
+    # another thread has no current context: the cached launch must hand over to numba's
+    import threading
+
+    got: list[object] = []
+    a[:] = 5.0
+    th = threading.Thread(target=lambda: got.append(vyre.dispatch(prog, args, backend="cuda")))
+    th.start()
+    th.join()
+    assert got and got[0]["o"] is o and float(o[7]) == 6.0, f"dispatch from a second thread failed: {got}"
     entry = "cuLaunchKernelEx" if driver_launcher().extended else "cuLaunchKernel"
-    print(f"cached path: {entry} via ctypes, checked against CuPy")
+    print(f"cached path: {entry} via ctypes, checked against CuPy, and from a second thread")
     from numba import cuda
 
     na, nb, no = cuda.as_cuda_array(a), cuda.as_cuda_array(b), cuda.as_cuda_array(o)

@@ -211,3 +211,30 @@ def test_launch_config_has_the_layout_of_cuda_h() -> None:
     assert offsets == {"grid_x": 0, "grid_y": 4, "grid_z": 8, "block_x": 12, "block_y": 16, "block_z": 20,
                        "shared_mem_bytes": 24, "stream": 32, "attrs": 40, "num_attrs": 48}
     assert ctypes.sizeof(LaunchConfig) == 56
+
+
+def test_a_thread_without_a_context_takes_the_checked_path() -> None:
+    # CUDA_ERROR_INVALID_CONTEXT: the cached launch ran on a thread where numba never made its
+    # context current; nothing ran, and the caller falls back to numba's launch
+    a = FakeDeviceArray(4096, 8)
+    rec = Recorder(True, 7, status=201)
+    assert _fast({"a": a}, rec)({"a": a}) is None
+    assert len(rec.calls) == 1
+
+
+def test_dispatch_falls_back_when_the_cached_launch_has_no_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    a_, o_ = read("a", 0, F32), output("o", 1, F32)
+    i = var("i")
+    prog = Program.wrapped([a_, o_], 64, [let("i", gid()), if_(i.lt(buflen(o_)), [store(o_, i, a_[i])])])
+    kernel = vyre.compile(prog, backend="cpu")
+    arrays = {"a": FakeDeviceArray(4096, 16), "o": FakeDeviceArray(8192, 16)}
+    rec = Recorder(True, 16, status=201)
+    kernel._fast = build_fast_launch(rec.launcher, 7, arrays, list(arrays.values()), (16, 1), (1, 1, 1),
+                                     (64, 1, 1), None, kernel.launch, None, ("o",))
+    monkeypatch.setitem(dispatch_mod._by_identity, (id(prog), "cuda"), (prog, kernel))
+    checked: list[Any] = []
+    monkeypatch.setattr(dispatch_mod, "_tune", lambda k, inputs, grid: None)
+    monkeypatch.setattr(dispatch_mod.Kernel, "__call__",
+                        lambda self, inputs, grid=None, return_device=None: checked.append(inputs) or {"o": "slow"})
+    assert vyre.dispatch(prog, arrays, backend="cuda") == {"o": "slow"}
+    assert len(rec.calls) == 1 and checked == [arrays]

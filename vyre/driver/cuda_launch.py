@@ -79,7 +79,9 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
                 return_device: bool | None) -> dict[str, Any]:
     fast = kernel._fast
     if fast is not None and fast.launch is kernel.launch and fast.matches(inputs, grid, return_device):
-        return fast(inputs)
+        done = fast(inputs)
+        if done is not None:
+            return done
     from numba import cuda
 
 

@@ -56,6 +56,7 @@ class Launcher:
 
 
 _launcher: Launcher | None = None
+CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 def driver_launcher() -> Launcher:
@@ -107,11 +108,15 @@ class FastLaunch:
                 return False
         return True
 
-    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
         """Launch; ``inputs`` must be what :meth:`matches` just accepted. Returns a new dict of the
-        written buffers (the caller's own arrays, written in place)."""
+        written buffers (the caller's own arrays, written in place), or None when this thread has
+        no current CUDA context (a thread other than the first dispatch's): then nothing ran, and
+        the checked path, which numba runs in its context, must take the call."""
         err = self.call()
         if err:
+            if err == CUDA_ERROR_INVALID_CONTEXT:
+                return None
             raise DispatchError(f"the CUDA driver refused the launch (CUDA error {err}). Fix: check the "
                                 "device state (a previous kernel may have faulted) and the launch shape")
         w = self.written
