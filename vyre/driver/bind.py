@@ -52,11 +52,12 @@ def check_host_array(decl: BufferDecl, arr: Any, err: type[VyreError] = Dispatch
             f"buffer {decl.name!r} has dtype {arr.dtype}, expected {decl.element.np_dtype} "
             f"({decl.element.short}). Fix: convert explicitly with .astype(np.{decl.element.np_dtype})"
         )
-    if not arr.flags.c_contiguous:
+    flags = arr.flags
+    if not flags.c_contiguous:
         raise err(
             f"buffer {decl.name!r} is not C-contiguous. Fix: pass np.ascontiguousarray(array)"
         )
-    flat = arr.reshape(-1)
+    flat = arr if arr.ndim == 1 else arr.reshape(-1)
     if decl.count and flat.size != decl.count:
         raise err(
             f"buffer {decl.name!r} has {flat.size} elements, the program declares {decl.count}. "
@@ -64,7 +65,7 @@ def check_host_array(decl: BufferDecl, arr: Any, err: type[VyreError] = Dispatch
         )
     if flat.size >= 2**32:
         raise err(f"buffer {decl.name!r} has {flat.size} elements; indices are u32. Fix: split the work")
-    if decl.access.writable and not arr.flags.writeable:
+    if decl.access.writable and not flags.writeable:
         raise err(
             f"buffer {decl.name!r} is written by the program but the array is read-only. "
             "Fix: pass a writable array (for example array.copy())"
@@ -100,30 +101,51 @@ def check_disjoint(bound: Mapping[str, T], written: Collection[str], overlaps: C
                           "each (for example x.copy())")
 
 
+class BindPlan:
+    """What binding host arrays to one program needs, worked out once (a kernel keeps one): its
+    storage buffers, which of them it writes, and their names. :meth:`bind` performs exactly the
+    checks of :func:`bind_host_arrays`."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.storage = tuple(storage_buffers(program))
+        self.names = frozenset(b.name for b in self.storage)
+        self.slots = tuple((b, b.access.writable) for b in self.storage)
+
+    def bind(self, inputs: Mapping[str, Any], err: type[VyreError] = DispatchError) -> dict[str, np.ndarray]:
+        """Map every storage buffer to a flat numpy array (see module docs)."""
+        if not isinstance(inputs, Mapping):
+            raise err(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
+                      "Fix: pass a dict like {'x': x}")
+        names = self.names
+        for name in inputs:
+            if name not in names:  # unknown, not a str, or workgroup memory: say which
+                check_names(self.program, list(inputs), err)
+        out: dict[str, np.ndarray] = {}
+        given: dict[str, np.ndarray] = {}
+        written: list[str] = []
+        for decl, writable in self.slots:
+            name = decl.name
+            if name in inputs:
+                out[name] = given[name] = check_host_array(decl, inputs[name], err)
+                if writable:
+                    written.append(name)
+            elif writable and decl.count > 0:
+                out[name] = np.zeros(decl.count, dtype=decl.element.np_dtype)
+            elif writable:
+                raise err(
+                    f"output buffer {name!r} was not passed and declares no count, so its length "
+                    f"is unknown. Fix: pass an array for it or declare .with_count(n)"
+                )
+            else:
+                raise err(f"missing input buffer {name!r}. Fix: pass an array for it")
+        if written:
+            check_disjoint(given, written, np.may_share_memory, err)
+        return out
+
+
 def bind_host_arrays(
     program: Program, inputs: Mapping[str, Any], err: type[VyreError] = DispatchError
 ) -> dict[str, np.ndarray]:
     """Map every storage buffer of ``program`` to a flat numpy array (see module docs)."""
-    if not isinstance(inputs, Mapping):
-        raise err(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
-                  "Fix: pass a dict like {'x': x}")
-    check_names(program, list(inputs), err)
-    out: dict[str, np.ndarray] = {}
-    given: dict[str, np.ndarray] = {}
-    written: list[str] = []
-    for decl in storage_buffers(program):
-        if decl.name in inputs:
-            out[decl.name] = given[decl.name] = check_host_array(decl, inputs[decl.name], err)
-            if decl.access.writable:
-                written.append(decl.name)
-        elif decl.access.writable and decl.count > 0:
-            out[decl.name] = np.zeros(decl.count, dtype=decl.element.np_dtype)
-        elif decl.access.writable:
-            raise err(
-                f"output buffer {decl.name!r} was not passed and declares no count, so its length "
-                f"is unknown. Fix: pass an array for it or declare .with_count(n)"
-            )
-        else:
-            raise err(f"missing input buffer {decl.name!r}. Fix: pass an array for it")
-    check_disjoint(given, written, np.may_share_memory, err)
-    return out
+    return BindPlan(program).bind(inputs, err)

@@ -17,7 +17,7 @@ from ..errors import DispatchError
 from ..ir import BufferDecl, Program
 from . import cache
 from .backends import check_backend, default_backend
-from .bind import bind_host_arrays, check_names, storage_buffers
+from .bind import BindPlan, check_names, storage_buffers
 from .geometry import Grid, default_grid, grid3, is_int
 
 # CPU dispatches of fewer invocations run the serial kernel: below this the thread pool's wake-up
@@ -60,6 +60,12 @@ class Launch:
                                 "Fix: pick a candidate from vyre.driver.tuner")
 
 
+@functools.lru_cache(maxsize=512)
+def _launch(wg: int, ipt: int) -> Launch:
+    """A default launch, built (and checked) once per shape: the dispatch path asks every call."""
+    return Launch(wg, ipt)
+
+
 @dataclass
 class Kernel:
     """A program compiled for one backend: its generated source, launch geometry and a call.
@@ -82,16 +88,20 @@ class Kernel:
     def default_launch(self, invocations: int) -> Launch:
         if self.backend == "cpu":
             # a few chunks per core: small enough to balance, big enough to amortise the scheduler
-            return Launch(1024, max(1, min(4096, invocations // (64 * 1024))))
+            return _launch(1024, max(1, min(4096, invocations // (64 * 1024))))
         if invocations >= INTERLEAVE_MIN_INVOCATIONS:
             # enough to fill the GPU with INTERLEAVE invocations per thread, which a flat kernel
             # runs interleaved (vyre.codegen.interleave): more loads in flight per thread
-            return Launch(256, INTERLEAVE)
-        return Launch(self.program.workgroup_size[0], 1)
+            return _launch(256, INTERLEAVE)
+        return _launch(self.program.workgroup_size[0], 1)
 
     def grid_for(self, lengths: Mapping[str, int]) -> tuple[int, int, int]:
         """The default grid for buffers of these lengths (covers the largest output)."""
         return default_grid(self.program, lengths)
+
+    @functools.cached_property
+    def binder(self) -> BindPlan:
+        return BindPlan(self.program)
 
     @functools.cached_property
     def storage(self) -> list[BufferDecl]:
@@ -117,7 +127,7 @@ class Kernel:
             from .cuda_launch import launch_cuda
 
             return launch_cuda(self, inputs, grid, return_device)
-        arrays = bind_host_arrays(self.program, inputs)
+        arrays = self.binder.bind(inputs)
         g = grid3(grid) if grid is not None else self.grid_for({k: v.size for k, v in arrays.items()})
         if self.backend == "interp":
             from ..interp import run

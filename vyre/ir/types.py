@@ -22,7 +22,7 @@ class DataType(enum.IntEnum):
 
     @property
     def np_dtype(self) -> np.dtype[np.generic]:
-        return np.dtype(_NP[self])
+        return _NP_DTYPE[self]
 
     @property
     def is_float(self) -> bool:
@@ -63,6 +63,7 @@ _NP = {
     DataType.F32: "float32",
     DataType.F64: "float64",
 }
+_NP_DTYPE = {t: np.dtype(name) for t, name in _NP.items()}  # built once: the dispatch path asks often
 
 NUMERIC = (DataType.I32, DataType.U32, DataType.F32, DataType.F64)
 INTS = (DataType.I32, DataType.U32)
