@@ -3,7 +3,8 @@
 Three shapes, chosen from the program:
 - *independent* (no barriers, no subgroup ops): one function per invocation, called for every lane
   of every workgroup; workgroups run in parallel (``prange``) unless the program uses atomics, in which
-  case they run serially so that plain read-modify-writes are atomic;
+  case they run serially so that plain read-modify-writes are atomic (flat programs whose atomics
+  are reductions run in parallel on private copies instead: cpu_private.py);
 - *lockstep* (barriers or subgroup ops): the body is split at the synchronisation points, which
   validation only allows at uniform points. Each straight-line stretch becomes a *segment* function
   run for every lane before the next stretch starts (that is the barrier); locals bound at uniform
@@ -23,6 +24,7 @@ from ..ir import (
 )
 from .emit import CODEGEN_VERSION, Binding, Emitter, has_return, uses
 from .flat import is_tunable
+from .cpu_private import private_atomics, private_parallel_entry
 from .inline import inline_calls
 from .simplify import simplify
 from .ops import BINOP_EMIT, CTOR
@@ -490,12 +492,22 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
     if is_tunable(program):
         # Flat form (vyre.codegen.flat): vyre_kernel(*bufs, n_invocations, chunk).
         em.block(program.entry, {}, 0)
-        inv = ["_gid0 = uint32(_g)", "_gid1 = uint32(0)", "_gid2 = uint32(0)",
-               *_invocation(em.lines, has_return(program.entry), 0)]
+        ids = ["_gid0 = uint32(_g)", "_gid1 = uint32(0)", "_gid2 = uint32(0)"]
+        inv = [*ids, *_invocation(em.lines, has_return(program.entry), 0)]
         out = ["", "", f"_SIG = {_sig(program, ('int64', 'int64'))}", serial_decl,
                f"def vyre_kernel({storage_params}_n, _chunk):",
                "    for _g in range(_n):", *_indented(inv, 2)]
-        if par:
+        private = private_atomics(program) if has_atomics and parallel else None
+        if private:
+            # atomics that are reductions: each parallel chunk gets private copies (cpu_private.py)
+            psrc = {**src, **{b: f"_q{i}" for i, b in enumerate(sorted(private))}}
+            pem = Emitter(program, CpuTarget(), psrc)
+            pem.block(program.entry, {}, 0)
+            body = [*ids, *_invocation(pem.lines, has_return(program.entry), 0)]
+            out += ["", "", *private_parallel_entry(program, private, src, psrc, storage_params, body,
+                                                    parallel_decl)]
+            par = True
+        elif par:
             out += ["", "", parallel_decl,
                     f"def vyre_kernel_parallel({storage_params}_n, _chunk):",
                     "    _nc = (_n + _chunk - 1) // _chunk",

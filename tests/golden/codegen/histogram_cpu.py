@@ -1,4 +1,4 @@
-# vyre generated kernel: target cpu, codegen v6. Do not edit.
+# vyre generated kernel: target cpu, codegen v7. Do not edit.
 import math
 import numba
 import numpy as np
@@ -23,5 +23,31 @@ def vyre_kernel(b0_keys, b1_counts, _n, _chunk):
             v2__old = _vy_at_add(b1_counts, _vy_umod(b0_keys[v1_i], uint32(b1_counts.shape[0])), uint32(1), uint32(0))
 
 
+@numba.njit(parallel=True, cache=False, error_model='numpy')
+def vyre_kernel_parallel(b0_keys, b1_counts, _n, _chunk):
+    _nc = (_n + _chunk - 1) // _chunk
+    if _nc * (b1_counts.shape[0]) > 4194304:
+        vyre_kernel(b0_keys, b1_counts, _n, _chunk)  # the copies would not pay for themselves
+        return
+    _q0_all = np.empty((_nc, b1_counts.shape[0]), b1_counts.dtype)
+    for _c in numba.prange(_nc):
+        _q0 = _q0_all[_c]
+        _q0[:] = uint32(0)
+        _lo = _c * _chunk
+        _hi = min(_lo + _chunk, _n)
+        for _g in range(_lo, _hi):
+            _gid0 = uint32(_g)
+            _gid1 = uint32(0)
+            _gid2 = uint32(0)
+            v1_i = _gid0
+            if (v1_i < uint32(b0_keys.shape[0])):
+                v2__old = _vy_at_add(_q0, _vy_umod(b0_keys[v1_i], uint32(_q0.shape[0])), uint32(1), uint32(0))
+    for _j in numba.prange(b1_counts.shape[0]):
+        _acc = b1_counts[_j]
+        for _k in range(_nc):
+            _acc = uint32(_acc + _q0_all[_k, _j])
+        b1_counts[_j] = _acc
+
+
 VYRE_FLAT = True
-VYRE_PARALLEL = False
+VYRE_PARALLEL = True
