@@ -30,14 +30,16 @@ _AXES = "xyz"
 # whole warp is converged and adds to one address, as every row of a matrix-vector product does
 # to grad_v[j], the 32 values are summed by shuffles and one lane issues the atomic, instead of 32
 # atomics serialised on one address. The order of a float atomic sum is unspecified either way.
+# ``site`` numbers the call sites of a kernel: lanes converged inside a shared (not inlined) copy
+# of the helper but come from different call sites, hence maybe different buffers, never combine.
 WARP_ADD = """
 
 
-def _vy_warp_add(buf, idx, val, zero):
+def _vy_warp_add(buf, idx, val, zero, site):
     mask = cuda.activemask()
     if mask == 0xFFFFFFFF:
-        i = int64(idx)
-        if cuda.all_sync(mask, cuda.shfl_sync(mask, i, 0) == i):
+        key = int64(idx) | (site << 32)
+        if cuda.all_sync(mask, cuda.shfl_sync(mask, key, 0) == key):
             v = val
             v += cuda.shfl_down_sync(mask, v, 16)
             v += cuda.shfl_down_sync(mask, v, 8)
@@ -68,7 +70,7 @@ class CudaTarget:
     scratch_types: set[DataType] = field(default_factory=set)
     # the invocation being emitted in an interleaved body (vyre.codegen.interleave), else None
     lane_k: int | None = None
-    uses_warp_add: bool = False
+    warp_add_sites: int = 0  # call sites of _vy_warp_add emitted so far
 
     def id_src(self, kind: str, axis: int) -> str:
         if kind == "lane":
@@ -81,8 +83,8 @@ class CudaTarget:
                expected: str | None, zero: str, result_used: bool) -> str:
         if op is AtomicOp.ADD and t.is_float and not result_used and not self.emulate_subgroups:
             # a gradient scatter: whole warps often add to one address (docs/codegen.md)
-            self.uses_warp_add = True
-            return f"_vy_warp_add({buf}, {idx}, {val}, {zero})"
+            self.warp_add_sites += 1
+            return f"_vy_warp_add({buf}, {idx}, {val}, {zero}, int64({self.warp_add_sites}))"
         if op is AtomicOp.COMPARE_EXCHANGE:
             call = f"cuda.atomic.cas({buf}, {idx}, {expected}, {val})"
         else:
@@ -239,7 +241,7 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
 
 
 def _module(header: list[str], target: CudaTarget, body: list[str]) -> str:
-    helpers = WARP_ADD if target.uses_warp_add else ""
+    helpers = WARP_ADD if target.warp_add_sites else ""
     return "\n".join(header) + helpers + "\n" + PRELUDE + "\n\n" + "\n".join(body) + "\n"
 
 

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda, codegen v7. Do not edit.
+# vyre generated kernel: target cuda, codegen v8. Do not edit.
 import math
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 
@@ -82,11 +82,11 @@ def _vy_f32_tan(a):
 _vy_f32_tan = _dev(_vy_f32_tan)
 
 
-def _vy_warp_add(buf, idx, val, zero):
+def _vy_warp_add(buf, idx, val, zero, site):
     mask = cuda.activemask()
     if mask == 0xFFFFFFFF:
-        i = int64(idx)
-        if cuda.all_sync(mask, cuda.shfl_sync(mask, i, 0) == i):
+        key = int64(idx) | (site << 32)
+        if cuda.all_sync(mask, cuda.shfl_sync(mask, key, 0) == key):
             v = val
             v += cuda.shfl_down_sync(mask, v, 16)
             v += cuda.shfl_down_sync(mask, v, 8)
@@ -126,7 +126,7 @@ def vyre_kernel_py(b0_x, b1_out):
     _sg2 = (_sg2 + cuda.shfl_sync(0xFFFFFFFF, _sg2, int32(_lane ^ uint32(1))))
     v3_s = _sg2
     if (uint32(int64(_lid0) & int64(uint32(31))) == uint32(0)):
-        v4__old = _vy_warp_add(b1_out, uint32(0), v3_s, float32(0))
+        v4__old = _vy_warp_add(b1_out, uint32(0), v3_s, float32(0), int64(1))
 
 
 VYRE_FLAT = False
