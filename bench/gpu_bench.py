@@ -388,6 +388,48 @@ def matvec_autodiff():
 
 
 @section
+def histogram():
+    """Histogram of 2^26 u32 keys: grouped counts (a constant add) vs adding a loaded 1, and CuPy"""
+    import cupy as cp
+
+    import vyre
+    from vyre.ir import U32, LitU32, Program, atomic_add, buflen, gid, if_, let, output, read, var
+
+    n = 1 << 26
+    keys = cp.random.randint(0, 1 << 30, n, dtype=cp.uint32)
+    print("| bins | vyre, constant add (ms) | vyre, loaded 1 (plain atomics) (ms) | CuPy bincount (ms) |")
+    print("|---|---|---|---|")
+    rows = {}
+    for k in (16, 256, 65536):
+        def prog(constant: bool, k: int = k) -> Program:
+            x, one, out = read("x", 0, U32), read("one", 1, U32), output("out", 2, U32).with_count(k)
+            i = var("i")
+            value = LitU32(1) if constant else one[0]
+            return Program.wrapped([x, one, out], 256, [
+                let("i", gid()), if_(i.lt(buflen(x)), [let("u", atomic_add(out, x[i] % k, value))])])
+
+        one = cp.ones(1, cp.uint32)
+        times = []
+        ref = cp.bincount((keys % k).astype(cp.int64), minlength=k).astype(cp.uint32)
+        for constant in (True, False):
+            p = prog(constant)
+            out = cp.zeros(k, cp.uint32)
+            args = {"x": keys, "one": one, "out": out}
+            vyre.dispatch(p, args, backend="cuda", grid=n // 256)
+            assert bool((out == ref).all()), f"histogram with {k} bins is wrong (constant={constant})"
+
+            def run(p=p, args=args, out=out):
+                out.fill(0)
+                vyre.dispatch(p, args, backend="cuda", grid=n // 256)
+
+            times.append(cuda_time(run, reps=10))
+        t_cp = cuda_time(lambda k=k: cp.bincount((keys % k).astype(cp.int64), minlength=k), reps=10)
+        print(f"| {k} | {times[0] * 1e3:.3f} | {times[1] * 1e3:.3f} | {t_cp * 1e3:.3f} |")
+        rows[k] = {"constant": times[0] * 1e3, "loaded": times[1] * 1e3, "cupy": t_cp * 1e3}
+    RESULTS["histogram_ms"] = rows
+
+
+@section
 def parity():
     """Parity on the real GPU: op tables, examples, generated programs (larger grids) vs the interpreter"""
     sys.path.insert(0, str(ROOT))
@@ -457,7 +499,8 @@ if __name__ == "__main__":
     dev = cuda.get_current_device()
     print(f"# vyre GPU benchmarks\n\ndevice: {dev.name}, cc {dev.compute_capability}; numba {numba.__version__}; "
           f"numpy {np.__version__}; date {time.strftime('%Y-%m-%d')}")
-    wanted = sys.argv[1:] or ["bandwidth", "overhead", "compile_times", "autodiff", "matvec_autodiff", "parity"]
+    wanted = sys.argv[1:] or ["bandwidth", "overhead", "compile_times", "autodiff", "matvec_autodiff", "histogram",
+                              "parity"]
     for name in wanted:
         globals()[name]()
     out = os.environ.get("OUT")

@@ -1,6 +1,7 @@
-"""Float atomic adds whose old value is discarded: the CUDA emitter turns them into warp-aggregated
-adds (``_vy_warp_add``). Shared by the PTX check in CI (the aggregation is really emitted, and only
-where the old value is unused) and the GPU bench's parity section (the sums are right under every
+"""Atomic adds whose old value is discarded: the CUDA emitter turns float ones into warp-aggregated
+adds (``_vy_warp_add``) and integer adds of a constant into grouped counts (``_vy_warp_count``).
+Shared by the PTX check in CI (the aggregation is really emitted, and only where the old value is
+unused) and the GPU bench's parity section (the sums are right under every
 contention pattern: a whole warp on one address, some lanes sharing, none sharing, partial warps).
 """
 
@@ -11,8 +12,8 @@ import numpy as np
 from vyre.autodiff import grad
 from vyre.examples import matvec
 from vyre.ir import (
-    F32, F64, DataType, Program, atomic_add, barrier, buflen, gid, if_, let, lid, output, read, store, var,
-    workgroup,
+    F32, F64, I32, U32, DataType, LitI32, LitU32, Program, atomic_add, barrier, buflen, gid, if_, let, lid,
+    output, read, store, var, workgroup,
 )
 
 #: name -> (PTX must contain, PTX must not contain)
@@ -22,7 +23,21 @@ PTX_EXPECT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "warp_add_matvec_backward": (("vote.sync.all", "shfl.sync.down"), ()),
     "atomic_old_value_used": (("atom.global.add.f32",), ("vote.sync", "shfl.sync")),
     "warp_add_shared": (("vote.sync.all", "shfl.sync.down", "atom.shared.add.f32"), ()),
+    "warp_count_u32": (("match.any.sync", "popc", "atom.global.add.u32"), ()),
+    "warp_count_i32": (("match.any.sync", "popc", "atom.global.add.u32"), ()),  # PTX adds s32 as u32
+    "int_add_not_constant": (("atom.global.add.u32",), ("match.any.sync", "vote.sync")),
 }
+
+
+def count(t: DataType, k: int, c: int, wg: int = 256) -> Program:
+    """A histogram: ``out[x[i] % k] += c`` (a constant) for every ``i < len(x)``, old value unused."""
+    x, out = read("x", 0, U32), output("out", 1, t).with_count(k)
+    i = var("i")
+    lit = LitU32(c) if t is U32 else LitI32(c)
+    return Program.wrapped([x, out], wg, [
+        let("i", gid()),
+        if_(i.lt(buflen(x)), [let("unused", atomic_add(out, x[i] % k, lit))]),
+    ])
 
 
 def scatter(t: DataType, k: int, wg: int) -> Program:
@@ -68,6 +83,9 @@ def ptx_programs() -> list[tuple[str, Program]]:
         ("warp_add_matvec_backward", grad(fwd, ["out"], ["m", "v"])),
         ("atomic_old_value_used", old_value_used()),
         ("warp_add_shared", shared_scatter(256)),
+        ("warp_count_u32", count(U32, 16, 1)),
+        ("warp_count_i32", count(I32, 5, -3)),
+        ("int_add_not_constant", scatter(U32, 4, 64)),
     ]
 
 
@@ -89,5 +107,15 @@ def gpu_cases(n: int = 1 << 16) -> list[tuple[str, Program, dict[str, np.ndarray
         exact[s::64] = np.bincount(np.arange(n)[lanes % 4 == s] // 64, weights=x[lanes % 4 == s].astype(np.float64),
                                    minlength=n // 64)
     out.append(("f32_shared_slots4_wg64", shared_scatter(n), {"x": x}, exact))
+    # counts: many lanes of a warp hit one bin (k = 1, 3), some do (k = 200), or the keys repeat
+    # within a warp only by chance (k = 100 000); constants that wrap the 32-bit counters
+    for t, c in ((U32, 1), (U32, 0xFFFFFFF0), (I32, -3), (I32, 2**31 - 5)):
+        keys = rng.integers(0, 1 << 30, n).astype(np.uint32)
+        for k in (1, 3, 200, 100_000):
+            for wg in (256, 48):
+                hits = np.bincount(keys % k, minlength=k).astype(np.int64)
+                exact = (hits * c) % (1 << 32)
+                out.append((f"count_{t.name.lower()}_c{c}_k{k}_wg{wg}", count(t, k, c, wg), {"x": keys},
+                            exact.astype(np.uint32).view(t.np_dtype).astype(np.float64)))
     return out
 

@@ -252,7 +252,7 @@ class CpuTarget:
         return "_lane" if kind == "lane" else f"_{kind}{axis}"
 
     def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
-               expected: str | None, zero: str, result_used: bool) -> str:
+               expected: str | None, zero: str, result_used: bool, constant: bool) -> str:
         if op is AtomicOp.COMPARE_EXCHANGE:
             return f"_vy_at_compare_exchange({buf}, {idx}, {expected}, {val}, {zero})"
         return f"_vy_at_{op.name.lower()}({buf}, {idx}, {val}, {zero})"

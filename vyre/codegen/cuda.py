@@ -30,6 +30,9 @@ _AXES = "xyz"
 # whole warp is converged and adds to one address, as every row of a matrix-vector product does
 # to grad_v[j], the 32 values are summed by shuffles and one lane issues the atomic, instead of 32
 # atomics serialised on one address. The order of a float atomic sum is unspecified either way.
+# An integer add of a constant whose old value nobody reads (a histogram's count) groups the lanes
+# adding to one index with match_any_sync; the lowest of each group adds the constant times the
+# group's size.
 # ``site`` numbers the call sites of a kernel: lanes converged inside a shared (not inlined) copy
 # of the helper but come from different call sites, hence maybe different buffers, never combine.
 WARP_ADD = """
@@ -54,7 +57,19 @@ def _vy_warp_add(buf, idx, val, zero, site):
     return zero
 
 
-_vy_warp_add = _dev(_vy_warp_add)"""
+_vy_warp_add = _dev(_vy_warp_add)
+
+
+def _vy_warp_count(buf, idx, val, zero, site):
+    mask = cuda.activemask()
+    key = int64(idx) | (site << 32)
+    peers = cuda.match_any_sync(mask, key)
+    if (peers & cuda.lanemask_lt()) == 0 and idx < buf.shape[0]:
+        cuda.atomic.add(buf, idx, val * cuda.popc(peers))  # wraps to the element type, as n adds would
+    return zero
+
+
+_vy_warp_count = _dev(_vy_warp_count)"""
 FULL_MASK = "0xFFFFFFFF"
 
 
@@ -80,11 +95,13 @@ class CudaTarget:
         return f"_{kind}{axis}"
 
     def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
-               expected: str | None, zero: str, result_used: bool) -> str:
-        if op is AtomicOp.ADD and t.is_float and not result_used and not self.emulate_subgroups:
-            # a gradient scatter: whole warps often add to one address (docs/codegen.md)
+               expected: str | None, zero: str, result_used: bool, constant: bool) -> str:
+        if op is AtomicOp.ADD and not result_used and not self.emulate_subgroups and (t.is_float or constant):
+            # a gradient scatter (whole warps often add to one address) or a count (lanes adding a
+            # constant to one index add once for all): docs/codegen.md
             self.warp_add_sites += 1
-            return f"_vy_warp_add({buf}, {idx}, {val}, {zero}, int64({self.warp_add_sites}))"
+            helper = "_vy_warp_add" if t.is_float else "_vy_warp_count"
+            return f"{helper}({buf}, {idx}, {val}, {zero}, int64({self.warp_add_sites}))"
         if op is AtomicOp.COMPARE_EXCHANGE:
             call = f"cuda.atomic.cas({buf}, {idx}, {expected}, {val})"
         else:

@@ -24,7 +24,7 @@ from ..ir import (
 from ..ir.typing import expr_type
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 
-CODEGEN_VERSION = 8
+CODEGEN_VERSION = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class Target(Protocol):
 
     def id_src(self, kind: str, axis: int) -> str: ...
     def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
-               expected: str | None, zero: str, result_used: bool) -> str: ...
+               expected: str | None, zero: str, result_used: bool, constant: bool) -> str: ...
     def barrier(self) -> list[str]: ...
     def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
                  fresh: Callable[[str], str]) -> list[str]: ...
@@ -289,7 +289,8 @@ class Emitter:
         d = self.decl(a.buffer)
         ex = None if a.expected is None else self.expr(a.expected, scope)
         return self.target.atomic(a.op, d.element, self.buffer_src[a.buffer], self.expr(a.index, scope),
-                                  self.expr(a.value, scope), ex, zero_of(d.element), result_used)
+                                  self.expr(a.value, scope), ex, zero_of(d.element), result_used,
+                                  isinstance(a.value, (LitI32, LitU32)))
 
     # ---- bounds facts ------------------------------------------------------------------
     def len_of(self, e: Expr, scope: dict[str, Binding]) -> str | None:

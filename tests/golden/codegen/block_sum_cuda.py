@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda, codegen v8. Do not edit.
+# vyre generated kernel: target cuda, codegen v9. Do not edit.
 import math
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 
@@ -102,6 +102,18 @@ def _vy_warp_add(buf, idx, val, zero, site):
 
 
 _vy_warp_add = _dev(_vy_warp_add)
+
+
+def _vy_warp_count(buf, idx, val, zero, site):
+    mask = cuda.activemask()
+    key = int64(idx) | (site << 32)
+    peers = cuda.match_any_sync(mask, key)
+    if (peers & cuda.lanemask_lt()) == 0 and idx < buf.shape[0]:
+        cuda.atomic.add(buf, idx, val * cuda.popc(peers))  # wraps to the element type, as n adds would
+    return zero
+
+
+_vy_warp_count = _dev(_vy_warp_count)
 # <vyre.codegen.prelude.PRELUDE>
 
 
