@@ -26,6 +26,7 @@ PTX_EXPECT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "warp_count_u32": (("match.any.sync", "popc", "atom.global.add.u32"), ()),
     "warp_count_i32": (("match.any.sync", "popc", "atom.global.add.u32"), ()),  # PTX adds s32 as u32
     "int_add_not_constant": (("atom.global.add.u32",), ("match.any.sync", "vote.sync")),
+    "count_many_bins": (("atom.global.add.u32",), ("match.any.sync",)),  # above WARP_COUNT_MAX_BINS
 }
 
 
@@ -86,6 +87,7 @@ def ptx_programs() -> list[tuple[str, Program]]:
         ("warp_count_u32", count(U32, 16, 1)),
         ("warp_count_i32", count(I32, 5, -3)),
         ("int_add_not_constant", scatter(U32, 4, 64)),
+        ("count_many_bins", count(U32, 4096, 1)),
     ]
 
 

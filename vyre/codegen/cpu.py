@@ -22,7 +22,7 @@ from ..ir import (
     Assign, Atomic, AtomicOp, Barrier, Block, DataType, Expr, Let, Loop, Node, Program, Region,
     SubgroupBallot, SubgroupReduce, SubgroupShuffle, walk_nodes,
 )
-from .emit import CODEGEN_VERSION, Binding, Emitter, has_return, uses
+from .emit import CODEGEN_VERSION, AtomicSite, Binding, Emitter, has_return, uses
 from .flat import is_tunable
 from .cpu_private import private_atomics, private_parallel_entry
 from .inline import inline_calls
@@ -251,11 +251,10 @@ class CpuTarget:
     def id_src(self, kind: str, axis: int) -> str:
         return "_lane" if kind == "lane" else f"_{kind}{axis}"
 
-    def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
-               expected: str | None, zero: str, result_used: bool, constant: bool) -> str:
-        if op is AtomicOp.COMPARE_EXCHANGE:
+    def atomic(self, site: AtomicSite, buf: str, idx: str, val: str, expected: str | None, zero: str) -> str:
+        if site.op is AtomicOp.COMPARE_EXCHANGE:
             return f"_vy_at_compare_exchange({buf}, {idx}, {expected}, {val}, {zero})"
-        return f"_vy_at_{op.name.lower()}({buf}, {idx}, {val}, {zero})"
+        return f"_vy_at_{site.op.name.lower()}({buf}, {idx}, {val}, {zero})"
 
     def barrier(self) -> list[str]:
         raise CodegenError("Barrier reached the per-invocation CPU emitter (internal). Fix: report this bug")

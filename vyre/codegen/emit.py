@@ -24,13 +24,24 @@ from ..ir import (
 from ..ir.typing import expr_type
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 
-CODEGEN_VERSION = 9
+CODEGEN_VERSION = 10
 
 
 @dataclass(frozen=True, slots=True)
 class Binding:
     src: str
     type: DataType
+
+
+@dataclass(frozen=True)
+class AtomicSite:
+    """What a target may want to know about one atomic besides its operand sources."""
+
+    op: AtomicOp
+    element: DataType
+    count: int  # the buffer's static element count; 0 when it is sized at dispatch
+    result_used: bool  # does any expression read the old value?
+    constant_value: bool  # is the operand an integer literal?
 
 
 class Target(Protocol):
@@ -42,8 +53,7 @@ class Target(Protocol):
     flag_returns: bool
 
     def id_src(self, kind: str, axis: int) -> str: ...
-    def atomic(self, op: AtomicOp, t: DataType, buf: str, idx: str, val: str,
-               expected: str | None, zero: str, result_used: bool, constant: bool) -> str: ...
+    def atomic(self, site: AtomicSite, buf: str, idx: str, val: str, expected: str | None, zero: str) -> str: ...
     def barrier(self) -> list[str]: ...
     def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
                  fresh: Callable[[str], str]) -> list[str]: ...
@@ -288,9 +298,9 @@ class Emitter:
     def atomic(self, a: Atomic, scope: dict[str, Binding], result_used: bool = True) -> str:
         d = self.decl(a.buffer)
         ex = None if a.expected is None else self.expr(a.expected, scope)
-        return self.target.atomic(a.op, d.element, self.buffer_src[a.buffer], self.expr(a.index, scope),
-                                  self.expr(a.value, scope), ex, zero_of(d.element), result_used,
-                                  isinstance(a.value, (LitI32, LitU32)))
+        site = AtomicSite(a.op, d.element, d.count, result_used, isinstance(a.value, (LitI32, LitU32)))
+        return self.target.atomic(site, self.buffer_src[a.buffer], self.expr(a.index, scope),
+                                  self.expr(a.value, scope), ex, zero_of(d.element))
 
     # ---- bounds facts ------------------------------------------------------------------
     def len_of(self, e: Expr, scope: dict[str, Binding]) -> str | None:

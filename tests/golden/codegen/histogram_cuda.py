@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda, codegen v9. Do not edit.
+# vyre generated kernel: target cuda, codegen v10. Do not edit.
 import math
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 
@@ -80,40 +80,6 @@ def _vy_f32_tan(a):
 
 
 _vy_f32_tan = _dev(_vy_f32_tan)
-
-
-def _vy_warp_add(buf, idx, val, zero, site):
-    mask = cuda.activemask()
-    if mask == 0xFFFFFFFF:
-        key = int64(idx) | (site << 32)
-        if cuda.all_sync(mask, cuda.shfl_sync(mask, key, 0) == key):
-            v = val
-            v += cuda.shfl_down_sync(mask, v, 16)
-            v += cuda.shfl_down_sync(mask, v, 8)
-            v += cuda.shfl_down_sync(mask, v, 4)
-            v += cuda.shfl_down_sync(mask, v, 2)
-            v += cuda.shfl_down_sync(mask, v, 1)
-            if cuda.laneid == 0 and idx < buf.shape[0]:
-                cuda.atomic.add(buf, idx, v)
-            return zero
-    if idx < buf.shape[0]:
-        cuda.atomic.add(buf, idx, val)
-    return zero
-
-
-_vy_warp_add = _dev(_vy_warp_add)
-
-
-def _vy_warp_count(buf, idx, val, zero, site):
-    mask = cuda.activemask()
-    key = int64(idx) | (site << 32)
-    peers = cuda.match_any_sync(mask, key)
-    if (peers & cuda.lanemask_lt()) == 0 and idx < buf.shape[0]:
-        cuda.atomic.add(buf, idx, val * cuda.popc(peers))  # wraps to the element type, as n adds would
-    return zero
-
-
-_vy_warp_count = _dev(_vy_warp_count)
 # <vyre.codegen.prelude.PRELUDE>
 
 
@@ -122,7 +88,7 @@ def _vy_invocation_py(_gid0, b0_keys, b1_counts):
     _gid2 = uint32(0)
     v1_i = _gid0
     if (v1_i < uint32(b0_keys.shape[0])):
-        v2__old = _vy_warp_count(b1_counts, _vy_umod(b0_keys[v1_i], uint32(b1_counts.shape[0])), uint32(1), uint32(0), int64(1))
+        v2__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v1_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v1_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
 
 
 _vy_invocation = _dev(_vy_invocation_py)
@@ -144,10 +110,10 @@ def _vy_interleaved_py(_g, _stride, b0_keys, b1_counts):
     _c9 = (v5_i < uint32(b0_keys.shape[0]))
     _c10 = (v6_i < uint32(b0_keys.shape[0]))
     if _c7 and _c8 and _c9 and _c10:
-        v11__old = _vy_warp_count(b1_counts, _vy_umod(b0_keys[v3_i], uint32(b1_counts.shape[0])), uint32(1), uint32(0), int64(2))
-        v12__old = _vy_warp_count(b1_counts, _vy_umod(b0_keys[v4_i], uint32(b1_counts.shape[0])), uint32(1), uint32(0), int64(3))
-        v13__old = _vy_warp_count(b1_counts, _vy_umod(b0_keys[v5_i], uint32(b1_counts.shape[0])), uint32(1), uint32(0), int64(4))
-        v14__old = _vy_warp_count(b1_counts, _vy_umod(b0_keys[v6_i], uint32(b1_counts.shape[0])), uint32(1), uint32(0), int64(5))
+        v11__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v3_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v3_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
+        v12__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v4_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v4_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
+        v13__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v5_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v5_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
+        v14__old = (cuda.atomic.add(b1_counts, _vy_umod(b0_keys[v6_i], uint32(b1_counts.shape[0])), uint32(1)) if _vy_umod(b0_keys[v6_i], uint32(b1_counts.shape[0])) < b1_counts.shape[0] else uint32(0))
     elif not (_c7 or _c8 or _c9 or _c10):
         pass
     else:
