@@ -30,14 +30,14 @@ from .simplify import simplify
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
 
-# f32 exp / exp2 / log / log2 / tanh / sinh / cosh / sin / cos / tan without libm calls, so that LLVM vectorises loops
-# that use them (numba calls scalar libm per element, and numpy's SIMD ufuncs would otherwise beat
-# fused kernels). Computed in f64 and rounded once: within 0.5 ulp of the float64 result plus the
-# final rounding (tested over the whole f32 range in tests/test_codegen_cpu_math.py). sin/cos
-# reduce |x| < 120 by Cody-Waite with a 33-bit pi/2, larger |x| by Payne-Hanek on the f32 bit
-# pattern with 192 bits of 4/pi (the method of ARM's optimized-routines sinf); both are computed
-# and selected arithmetically, since a branch or a nested conditional expression keeps LLVM from
-# vectorising.
+# f32 exp / exp2 / log / log2 / tanh / sinh / cosh / sin / cos / tan without libm calls, so that
+# LLVM vectorises loops that use them (numba calls scalar libm per element, and numpy's SIMD ufuncs
+# would otherwise beat fused kernels). Computed in f64 and rounded once: within 0.5 ulp of the
+# float64 result plus the final rounding (tested over the whole f32 range in
+# tests/test_codegen_cpu_math.py). sin/cos reduce |x| < 120 by Cody-Waite with a 33-bit pi/2,
+# larger |x| by Payne-Hanek on the f32 bit pattern with 192 bits of 4/pi (the method of ARM's
+# optimized-routines sinf); both are computed and selected arithmetically, since a branch or a
+# nested conditional expression keeps LLVM from vectorising.
 CPU_MATH = '''
 _VY_INV_PIO4 = np.array([
     0xa2, 0xa2f9, 0xa2f983, 0xa2f9836e, 0xf9836e4e, 0x836e4e44, 0x6e4e4415, 0x4e441529,

@@ -89,7 +89,7 @@ class CudaTarget:
     scratch_types: set[DataType] = field(default_factory=set)
     # the invocation being emitted in an interleaved body (vyre.codegen.interleave), else None
     lane_k: int | None = None
-    warp_add_sites: int = 0  # call sites of _vy_warp_add emitted so far
+    warp_add_sites: int = 0  # call sites of _vy_warp_add / _vy_warp_count emitted so far
 
     def id_src(self, kind: str, axis: int) -> str:
         if kind == "lane":
@@ -280,11 +280,15 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
     packed = len(storage) > _MAX_ARGS  # see vyre.codegen.cpu: >30-argument calls break numba
     inv_args = "_bufs" if packed else params
     sep = ", " if inv_args else ""
-    em.emit(0, f"def _vy_invocation_py(_gid0{sep}{inv_args}):")
-    if packed:
-        em.emit(1, f"{params}, = _bufs")
-    em.emit(1, "_gid1 = uint32(0)")
-    em.emit(1, "_gid2 = uint32(0)")
+
+    def head(signature: str) -> None:
+        em.emit(0, f"def {signature}:")
+        if packed:
+            em.emit(1, f"{params}, = _bufs")
+        em.emit(1, "_gid1 = uint32(0)")
+        em.emit(1, "_gid2 = uint32(0)")
+
+    head(f"_vy_invocation_py(_gid0{sep}{inv_args})")
     em.block(program.entry, {}, 1)
     em.emit(0, "")
     em.emit(0, "")
@@ -293,11 +297,7 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
     em.emit(0, "")
     k = INTERLEAVE if worth_interleaving(program) else 1
     if k > 1:
-        em.emit(0, f"def _vy_interleaved_py(_g, _stride{sep}{inv_args}):")
-        if packed:
-            em.emit(1, f"{params}, = _bufs")
-        em.emit(1, "_gid1 = uint32(0)")
-        em.emit(1, "_gid2 = uint32(0)")
+        head(f"_vy_interleaved_py(_g, _stride{sep}{inv_args})")
         for j in range(k):
             em.emit(1, f"_gid0_{j} = uint32(_g + {j} * _stride)")
         solo = f"_vy_invocation(uint32(_g + _q * _stride){sep}{inv_args})"

@@ -73,6 +73,15 @@ def check_host_array(decl: BufferDecl, arr: Any, err: type[VyreError] = Dispatch
     return flat
 
 
+def missing_buffer(decl: BufferDecl, err: type[VyreError] = DispatchError) -> VyreError:
+    """The error for a buffer the caller left out that cannot be allocated: it is read, or it is
+    written but declares no count."""
+    if not decl.access.writable:
+        return err(f"missing input buffer {decl.name!r}. Fix: pass an array for it")
+    return err(f"output buffer {decl.name!r} was not passed and declares no count, so its length "
+               "is unknown. Fix: pass an array for it or declare .with_count(n)")
+
+
 Span = tuple[int, int]
 T = TypeVar("T")
 
@@ -132,13 +141,8 @@ class BindPlan:
                     written.append(name)
             elif writable and decl.count > 0:
                 out[name] = np.zeros(decl.count, dtype=decl.element.np_dtype)
-            elif writable:
-                raise err(
-                    f"output buffer {name!r} was not passed and declares no count, so its length "
-                    f"is unknown. Fix: pass an array for it or declare .with_count(n)"
-                )
             else:
-                raise err(f"missing input buffer {name!r}. Fix: pass an array for it")
+                raise missing_buffer(decl, err)
         if written:
             check_disjoint(given, written, np.may_share_memory, err)
         return out

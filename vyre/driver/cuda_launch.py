@@ -9,9 +9,12 @@ import numpy as np
 
 from ..errors import DispatchError
 from ..ir import BufferDecl
-from .bind import Span, check_disjoint, check_host_array, check_names, spans_overlap, storage_buffers
+from .bind import (
+    Span, check_disjoint, check_host_array, check_names, missing_buffer, spans_overlap, storage_buffers,
+)
 from .fast_launch import make_fast_launch
 from .geometry import grid3
+
 if TYPE_CHECKING:
     from .dispatch import Grid, Kernel
 
@@ -62,12 +65,8 @@ def device_arg(decl: BufferDecl, obj: Any) -> tuple[Any, np.ndarray | None]:
     from numba import cuda
 
     if obj is None:
-        if not decl.access.writable:
-            raise DispatchError(f"missing input buffer {decl.name!r}. Fix: pass an array for it")
-        if decl.count <= 0:
-            raise DispatchError(
-                f"output buffer {decl.name!r} was not passed and declares no count, so its length "
-                "is unknown. Fix: pass an array for it or declare .with_count(n)")
+        if not decl.access.writable or decl.count <= 0:
+            raise missing_buffer(decl)
         return cuda.to_device(np.zeros(decl.count, dtype=decl.element.np_dtype)), None
     if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, np.ndarray):
         return _device_view(decl, obj), None
@@ -83,7 +82,6 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
         if done is not None:
             return done
     from numba import cuda
-
 
     program = kernel.program
     check_names(program, list(inputs))

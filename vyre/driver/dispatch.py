@@ -17,7 +17,7 @@ from ..errors import DispatchError
 from ..ir import BufferDecl, Program
 from . import cache
 from .backends import check_backend, default_backend
-from .bind import BindPlan, check_names, storage_buffers
+from .bind import BindPlan, check_names
 from .geometry import Grid, default_grid, grid3, is_int
 
 # CPU dispatches of fewer invocations run the serial kernel: below this the thread pool's wake-up
@@ -103,9 +103,9 @@ class Kernel:
     def binder(self) -> BindPlan:
         return BindPlan(self.program)
 
-    @functools.cached_property
-    def storage(self) -> list[BufferDecl]:
-        return storage_buffers(self.program)
+    @property
+    def storage(self) -> tuple[BufferDecl, ...]:
+        return self.binder.storage
 
     @functools.cached_property
     def writable(self) -> list[BufferDecl]:
