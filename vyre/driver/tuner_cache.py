@@ -5,15 +5,14 @@ The file format is the seed's: one line per decision, ``"<key>" = [x, y, z]``. U
 * a file over :data:`MAX_TUNER_CACHE_BYTES` is refused with a :class:`TunerError` without being read;
 * an entry that is not three positive integers with at most :data:`MAX_WORKGROUP_INVOCATIONS`
   invocations is skipped with a :class:`TunerCacheWarning` (the seed turned it into zeros);
-* :meth:`TunerCache.save` holds an exclusive ``flock`` on ``<file>.lock``, re-reads the file, merges
-  (this process's decisions win on a conflict) and replaces the file atomically, so concurrent
-  processes lose no decisions and readers never see a torn file.
+* :meth:`TunerCache.save` holds an exclusive lock on ``<file>.lock`` (``filelock``), re-reads the
+  file, merges (this process's decisions win on a conflict) and replaces the file atomically, so
+  concurrent processes lose no decisions and readers never see a torn file.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import math
 import os
 import struct
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 import blake3
+import filelock
 
 from ..errors import TunerError
 
@@ -340,20 +340,18 @@ class TunerCache:
 
 @contextlib.contextmanager
 def _locked(lock_path: Path) -> Iterator[None]:
+    """Hold ``lock_path`` exclusively (``filelock``: flock on POSIX, msvcrt locking on Windows)."""
+    lock = filelock.FileLock(lock_path)
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        lock.acquire()
     except OSError as e:
         raise TunerError(
             f"could not open tuner cache lock {lock_path}: {e}. Fix: make its directory writable."
         ) from e
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        yield
     finally:
-        os.close(fd)
+        lock.release()
 
 
 def _atomic_write(path: Path, body: bytes) -> None:
