@@ -71,3 +71,18 @@ class AutodiffError(VyreError):
 
 class TunerError(VyreError):
     """Autotuner cache or policy problems."""
+
+
+class BuildError(VyreError, TypeError):
+    """An IR builder or operator was given something it cannot build (``x // 2.0``, a Python bool
+    as a condition). Also a ``TypeError``, which these cases raised before it existed."""
+
+
+class FrontendError(VyreError):
+    """A ``@vyre.kernel`` / ``@vyre.func`` function uses Python the IR cannot express. The message
+    points at the user's file and line with a caret and ends with ``Fix: ...``; ``filename``,
+    ``lineno`` and ``col`` say where."""
+
+    def __init__(self, message: str, filename: str = "<unknown>", lineno: int = 0, col: int = 0) -> None:
+        self.filename, self.lineno, self.col = filename, lineno, col
+        super().__init__(message)

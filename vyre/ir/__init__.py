@@ -1,11 +1,31 @@
-"""vyre's typed IR: types, expressions, statements, buffers, programs, validation, wire format."""
+"""vyre's typed IR: types, expressions, statements, buffers, programs, validation, wire format.
+
+Build a program from buffers and statements (every builder has a docstring with an example)::
+
+    from vyre.ir import F32, Program, buflen, exp, gid, if_, output, read, store
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    prog = Program.wrapped([x, out], 256, [if_(gid() < buflen(out), [store(out, gid(), exp(x[gid()]))])])
+
+Buffers: ``read``, ``read_write``, ``output``, ``uniform``, ``workgroup`` (``BufferDecl``'s
+constructors). Expressions: literals ``u32 i32 f32 f64 boolean``, ``var``, ids ``gid lid wgid lane``,
+``x[i]``/``load``, ``buflen``, operators (``+ - * / // % & | ^ << >> ~ -x abs() < <= > >=``;
+``==`` is structural, use ``eq``/``ne``), one builder per op (``exp``, ``maximum``, ``is_nan`` ...),
+``select``, ``cast``, ``fma``, atomics (``atomic_add`` ...), subgroup ops (``ballot``, ``shuffle``,
+``subgroup_reduce``), ``call``. Statements: ``let assign store if_ loop block region barrier ret``.
+``vyre.kernel`` (vyre.frontend) writes the same programs as decorated Python functions.
+"""
 
 from .builder import (
-    assign, atomic, atomic_add, ballot, barrier, binop, block, boolean, buflen, call, cast, cos,
-    exp, f32, f64, fixed_mul, fma, gid, i32, if_, lane, let, lid, load, log, loop, maximum,
-    minimum, region, ret, select, shuffle, sin, sqrt, store, subgroup_reduce, subgroup_size,
-    tanh, u32, unop, var, wgid,
+    abs_diff, absolute, acos, add, asin, assign, atan, atomic, atomic_add, atomic_and,
+    atomic_compare_exchange, atomic_exchange, atomic_max, atomic_min, atomic_or, atomic_xor, ballot,
+    barrier, binop, bit_and, bit_not, bit_or, bit_xor, block, boolean, buflen, call, cast, ceil, clz,
+    cos, cosh, ctz, div, eq, exp, exp2, f32, f64, fixed_mul, floor, fma, ge, gid, gt, i32, if_,
+    inverse_sqrt, is_finite, is_inf, is_nan, lane, le, let, lid, load, log, log2, logical_and,
+    logical_not, logical_or, loop, lt, maximum, minimum, mod, mul, ne, negate, popcount,
+    reciprocal, region, ret, rint, select, shl, shr, shuffle, sign, sin, sinh, sqrt, store,
+    sub, subgroup_reduce, subgroup_size, tan, tanh, trunc, u32, unop, var, wgid,
 )
+from .builder import abs as abs, max as max, min as min, round as round  # not in __all__ (below)
 from .expr import (
     EXPR_TYPES, Atomic, BinOp, BufLen, Call, Cast, Expr, ExprLike, Fma, FunctionDef,
     InvocationId, LitBool, LitF32, LitF64, LitI32, LitU32, Load, LocalId, Select, SubgroupBallot,
@@ -29,6 +49,8 @@ uniform = BufferDecl.uniform
 workgroup = BufferDecl.workgroup
 storage = BufferDecl.storage
 
+# abs, round, min and max are importable by name but left out of __all__: a star import must not
+# shadow Python's built-ins (absolute, rint, minimum and maximum are the same builders).
 __all__ = [
     "ATOMIC_RULES", "BINOP_RULES", "BOOL", "EXPR_TYPES", "F32", "F64", "I32", "NODE_TYPES",
     "SUBGROUP_REDUCE_OPS", "U32", "UNOP_RULES", "Assign", "Atomic", "AtomicOp", "Barrier", "BinOp",
@@ -36,12 +58,18 @@ __all__ = [
     "Expr", "ExprLike", "Fma", "FunctionDef", "If", "InvocationId", "Let", "LitBool", "LitF32",
     "LitF64", "LitI32", "LitU32", "Load", "LocalId", "Loop", "Node", "Program", "Region", "Return",
     "Select", "Store", "SubgroupBallot", "SubgroupLocalId", "SubgroupReduce", "SubgroupShuffle",
-    "SubgroupSize", "UnOp", "UnOpKind", "Var", "WorkgroupId", "as_expr", "assign", "atomic",
-    "atomic_add", "ballot", "barrier", "binop", "block", "boolean", "buflen", "call", "cast",
-    "children", "cos", "exp", "f32", "f64", "fixed_mul", "fma", "gid", "i32", "if_",
-    "inline_expr", "inline_nodes", "lane", "let", "lid", "load", "log", "loop", "maximum",
-    "minimum", "node_children", "node_exprs", "output", "read", "read_write", "region",
-    "register_function", "registered", "ret", "select", "shuffle", "sin", "sqrt", "static_type",
-    "storage", "store", "subgroup_reduce", "subgroup_size", "tanh", "u32", "uniform", "unop",
-    "var", "walk", "walk_nodes", "wgid", "workgroup",
+    "SubgroupSize", "UnOp", "UnOpKind", "Var", "WorkgroupId",
+    "abs_diff", "absolute", "acos", "add", "as_expr", "asin", "assign", "atan", "atomic",
+    "atomic_add", "atomic_and", "atomic_compare_exchange", "atomic_exchange", "atomic_max",
+    "atomic_min", "atomic_or", "atomic_xor", "ballot", "barrier", "binop", "bit_and", "bit_not",
+    "bit_or", "bit_xor", "block", "boolean", "buflen", "call", "cast", "ceil", "children", "clz",
+    "cos", "cosh", "ctz", "div", "eq", "exp", "exp2", "f32", "f64", "fixed_mul", "floor", "fma",
+    "ge", "gid", "gt", "i32", "if_", "inline_expr", "inline_nodes", "inverse_sqrt", "is_finite",
+    "is_inf", "is_nan", "lane", "le", "let", "lid", "load", "log", "log2", "logical_and",
+    "logical_not", "logical_or", "loop", "lt", "maximum", "minimum", "mod", "mul", "ne", "negate",
+    "node_children", "node_exprs", "output", "popcount", "read", "read_write", "reciprocal",
+    "region", "register_function", "registered", "ret", "rint", "select", "shl", "shr", "shuffle",
+    "sign", "sin", "sinh", "sqrt", "static_type", "storage", "store", "sub", "subgroup_reduce",
+    "subgroup_size", "tan", "tanh", "trunc", "u32", "uniform", "unop", "var", "walk", "walk_nodes",
+    "wgid", "workgroup",
 ]

@@ -1,11 +1,14 @@
 """Expressions: a closed union of frozen, slotted dataclasses.
 
-``==`` on expressions is structural equality (they are used as dict keys and compared in tests);
-build comparisons with the named methods ``a.lt(b)``, ``a.eq(b)`` ... Python operators build
-arithmetic: ``a + b``, ``a * 2.0``, ``-a``, ``a & 0xFF``. A bare Python ``int`` takes the type of the
-other operand when that type is visible from the expression alone (a literal, an id, a cast, ...),
-otherwise it becomes ``u32``; a bare ``float`` becomes ``f32`` (or ``f64`` beside an ``f64``).
-Write ``i32(1)`` / ``f64(1.0)`` to be explicit.
+Python operators build IR: ``a + b``, ``a * 2.0``, ``-a``, ``a & 0xFF``, ``abs(a)``, and the
+orderings ``a < b``, ``a <= b``, ``a > b``, ``a >= b`` build comparisons (``i < 10``).
+``==`` and ``!=`` on expressions are *structural* equality (expressions are dict keys and are
+compared in tests): build those comparisons with ``a.eq(b)`` / ``a.ne(b)``. ``//`` builds the
+integer division (truncating toward zero, docs/semantics.md) and is an error on floats, where
+Python's floor division has no single IR op (write ``floor(a / b)``). A bare Python ``int`` takes the
+type of the other operand when that type is visible from the expression alone (a literal, an id, a
+cast, ...), otherwise it becomes ``u32``; a bare ``float`` becomes ``f32`` (or ``f64`` beside an
+``f64``). Write ``i32(1)`` / ``f64(1.0)`` to be explicit.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias, Union
 
+from ..errors import BuildError
 from .ops import BINOP_RULES, UNOP_RULES, AtomicOp, BinOpKind, UnOpKind
 from .types import DataType
 
@@ -58,7 +62,8 @@ class _ExprOps:
     def __rmul__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.MUL, o, self)
     def __truediv__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.DIV, self, o)
     def __rtruediv__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.DIV, o, self)
-    def __floordiv__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.DIV, self, o)
+    def __floordiv__(self, o: ExprLike) -> BinOp: return _int_div(self, o)
+    def __rfloordiv__(self, o: ExprLike) -> BinOp: return _int_div(o, self)
     def __mod__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.MOD, self, o)
     def __rmod__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.MOD, o, self)
     def __and__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.BIT_AND, self, o)
@@ -72,11 +77,16 @@ class _ExprOps:
     def __neg__(self) -> UnOp: return UnOp(UnOpKind.NEGATE, _as_expr(self))
     def __invert__(self) -> UnOp: return UnOp(UnOpKind.BIT_NOT, _as_expr(self))
     def __abs__(self) -> UnOp: return UnOp(UnOpKind.ABS, _as_expr(self))
+    # Orderings build comparisons; == and != stay structural (see the module docs).
+    def __lt__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.LT, self, o)
+    def __le__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.LE, self, o)
+    def __gt__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.GT, self, o)
+    def __ge__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.GE, self, o)
 
     def __bool__(self) -> bool:
-        raise TypeError(
-            "a vyre expression has no Python truth value. Fix: use a.lt(b), a.eq(b), ... to build a "
-            "condition, and if_(cond, ...) / select(cond, a, b) to branch on it"
+        raise BuildError(
+            "a vyre expression has no Python truth value (it is computed on the device). Fix: "
+            "branch with if_(a < b, [...]) or select(cond, a, b); compare for equality with a.eq(b)"
         )
 
     def eq(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.EQ, self, o)
@@ -471,6 +481,19 @@ def _bin(op: BinOpKind, a: ExprLike, b: ExprLike) -> BinOp:
     if op in (BinOpKind.SHL, BinOpKind.SHR):
         return BinOp(op, _coerce(a, ta or tb), _coerce(b, ta or tb))
     return BinOp(op, _coerce(a, tb or ta), _coerce(b, ta or tb))
+
+
+def _int_div(a: ExprLike, b: ExprLike) -> BinOp:
+    """``a // b``: integer division; floats are refused rather than silently divided."""
+    for v in (a, b):
+        t = static_type(v) if isinstance(v, _ExprOps) else None  # type: ignore[arg-type]
+        if isinstance(v, float) or (t is not None and t.is_float):
+                raise BuildError(
+                "`//` on floats: Python's floor division has no single IR op, and building a true "
+                "division would silently differ from Python. Fix: write floor(a / b) (vyre.ir.floor) "
+                "for floor division, or a / b for true division"
+            )
+    return _bin(BinOpKind.DIV, a, b)
 
 
 def as_expr(value: ExprLike, like: DataType | None = None) -> Expr:
