@@ -41,7 +41,7 @@ from vyre.ir import (
     let,
     store,
 )
-from vyre.ir.wire import FINGERPRINT_DOMAIN, HEADER_LEN, to_wire
+from vyre.ir.wire import FINGERPRINT_DOMAIN, HEADER_LEN, from_wire, to_wire
 
 F32, U32 = DataType.F32, DataType.U32
 N = TypeVar("N")
@@ -181,3 +181,33 @@ def test_programs_too_large_for_the_wire_still_have_fingerprints() -> None:
     deep = Program((), (1, 1, 1), (Let("x" * 100, e),))
     assert len(deep.fingerprint()) == 32
     assert deep.fingerprint() != replace(deep, entry=(Let("x" * 100, e.operand),)).fingerprint()
+
+
+def test_the_fingerprint_is_kept_per_object_and_never_carried_by_replace() -> None:
+    p = base()
+    assert p.fingerprint() is p.fingerprint()
+    for what, change in CHANGES:
+        q = change(p)  # built by dataclasses.replace from an object whose fingerprint is known
+        assert q.fingerprint() != p.fingerprint(), what
+        assert q.fingerprint() == change(base()).fingerprint(), what
+
+
+def _rebuilt(p: Program) -> Program:
+    """An equal Program made of new objects throughout (as code rebuilding it every call makes)."""
+    return from_wire(to_wire(p))
+
+
+@given(arbitrary_programs())
+def test_structural_equality_implies_the_same_fingerprint(p: Program) -> None:
+    # dispatch finds the kernel of a rebuilt program by hash and ==, never fingerprinting it: that is
+    # sound only if == is at least as fine as the fingerprint (CHANGES checks the other direction)
+    q = _rebuilt(p)
+    assert q == p and hash(q) == hash(p)
+    assert q.fingerprint() == p.fingerprint()
+
+
+@given(programs(max_stmts=1), programs(max_stmts=1))
+def test_equal_random_programs_have_equal_fingerprints(p: Program, q: Program) -> None:
+    # small programs drawn twice are often equal; equality must never join different fingerprints
+    if p == q:
+        assert hash(p) == hash(q) and p.fingerprint() == q.fingerprint()

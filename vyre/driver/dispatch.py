@@ -191,6 +191,36 @@ def compile(program: Program, backend: str | None = None, *, parallel: bool = Tr
 _kernels: dict[tuple[bytes, str, tuple[int, int, int]], Kernel] = {}
 # Programs are immutable: once seen, the same object maps straight to its kernel (no hashing).
 _by_identity: dict[tuple[int, str | None], tuple[Program, Kernel]] = {}
+# A Program equal to one seen before (code that builds its programs inside a function builds a new,
+# identical tree every call) finds its kernel by structural hash and equality: about 20x cheaper
+# than fingerprinting the tree (blake3 over the canonical encoding, which is a Python walk).
+_by_structure: dict[tuple[Program, str], Kernel] = {}
+_MAX_REMEMBERED = 4096
+
+
+def _kernel_for(program: Program, b: str) -> Kernel:
+    """The kernel of ``program`` on backend ``b``: by structure, else by fingerprint (declaration
+    order does not count), else compiled."""
+    if not isinstance(program, Program):
+        return compile(program, b)  # raises the DispatchError for a non-Program
+    try:
+        k = _by_structure.get((program, b))
+    except TypeError:  # an unhashable field (a list where a tuple belongs): validation will say
+        k = None
+    if k is not None:
+        return k
+    key = (program.fingerprint(), b, program.workgroup_size)
+    k = _kernels.get(key)
+    if k is None:
+        k = compile(program, b)
+        _kernels[key] = k
+    if len(_by_structure) > _MAX_REMEMBERED:
+        _by_structure.clear()
+    try:
+        _by_structure[(program, b)] = k
+    except TypeError:
+        pass
+    return k
 
 
 def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None = None,
@@ -224,14 +254,9 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
     if isinstance(program, Program):
         check_names(program, list(inputs))
     b = check_backend(backend) if backend is not None else default_backend()
-    found = _kernels.get((program.fingerprint(), b, program.workgroup_size)) if isinstance(program, Program) else None
-    if found is None:
-        k = compile(program, b)
-        _kernels[(program.fingerprint(), b, program.workgroup_size)] = k
-    else:
-        k = found
+    k = _kernel_for(program, b)
     if workgroup_size is None and isinstance(program, Program):
-        if len(_by_identity) > 4096:
+        if len(_by_identity) > _MAX_REMEMBERED:
             _by_identity.clear()
         _by_identity[(id(program), backend)] = (program, k)
     if workgroup_size is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from .expr import ExprLike, FunctionDef, Load, as_expr
@@ -96,6 +96,8 @@ class Program:
     workgroup_size: tuple[int, int, int]
     entry: tuple[Node, ...]
     functions: tuple[FunctionDef, ...] = ()
+    # The fingerprint, computed once per object (the object is immutable); not part of equality.
+    _fingerprint: bytes | None = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     @staticmethod
     def wrapped(
@@ -166,10 +168,15 @@ class Program:
         return from_wire(data)
 
     def fingerprint(self) -> bytes:
-        """blake3 of the canonical encoding (buffer declaration order does not matter)."""
-        from .wire import fingerprint
+        """blake3 of the canonical encoding (buffer declaration order does not matter); computed
+        once per object."""
+        fp = self._fingerprint
+        if fp is None:
+            from .wire import fingerprint
 
-        return fingerprint(self)
+            fp = fingerprint(self)
+            object.__setattr__(self, "_fingerprint", fp)
+        return fp
 
     def __str__(self) -> str:
         from .printer import print_program
