@@ -1,0 +1,283 @@
+"""vyre over Dask: run a program on every chunk of dask arrays (NumPy chunks on the CPU backend,
+CuPy chunks on CUDA), with halos for stencils, gradients over chunked data; reductions
+once vyre.ops exists.
+
+vyre builds no scheduler of its own: Dask (threads, ``dask.distributed`` processes, or a cluster)
+decides where each chunk runs. Programs travel to the workers as their wire format
+(:func:`vyre.ir.to_wire`, digest-checked), are decoded once per worker process, and every worker
+uses the disk kernel cache (``VYRE_CACHE_DIR``), so workers that share it compile a kernel once.
+
+The contract of :func:`map_blocks`: the program is run on each chunk *as if the chunk were the whole
+array* (one dispatch per chunk, the chunk's elements flattened in C order). That is exact for
+programs whose invocation ``i`` only touches element ``i`` of the chunked buffers (elementwise
+maps); stencils that read neighbours need :func:`map_overlap`, which gives each chunk a halo.
+Buffers passed as plain arrays (not dask arrays) are given whole to every chunk: weights, tables.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import DispatchError
+from .ir import Program
+from .ir.wire import from_wire, to_wire
+
+try:
+    import dask
+    import dask.array as da
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise ImportError("vyre.dask needs Dask. Fix: pip install 'vyre[dask]' (or dask[array])") from e
+
+__all__ = ["map_blocks", "map_overlap", "value_and_grad"]
+
+DimFn = Callable[[tuple[int, ...]], Sequence[int]]
+
+
+def _program_of(program: Any) -> Program:
+    """A Program, or the program of a frontend kernel (anything with a ``.program``)."""
+    p = getattr(program, "program", program)
+    if not isinstance(p, Program):
+        raise DispatchError(f"expected a vyre Program or kernel, got {type(program).__name__}. "
+                            "Fix: pass a Program (Program.wrapped(...)) or a @vyre.kernel function")
+    p.validate()
+    return p
+
+
+@functools.lru_cache(maxsize=64)
+def _decoded(wire: bytes) -> Program:
+    """The program a task carries, decoded once per worker process."""
+    return from_wire(wire)
+
+
+def _is_dask(x: Any) -> bool:
+    return isinstance(x, da.Array)
+
+
+def _split(program: Program, inputs: Mapping[str, Any], outputs: Sequence[str]
+           ) -> tuple[list[str], dict[str, Any]]:
+    """Check names and shapes; return (chunked buffer names in order, whole buffers)."""
+    if not isinstance(inputs, Mapping):
+        raise DispatchError(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
+                            "Fix: pass a dict like {'x': dask_x}")
+    known = {b.name: b for b in program.buffers if not b.is_workgroup}
+    for name in [*inputs, *outputs]:
+        if name not in known:
+            raise DispatchError(f"unknown buffer {name!r}; the program declares {sorted(known)}. "
+                                "Fix: name only the program's storage buffers")
+    chunked = [n for n, v in inputs.items() if _is_dask(v)]
+    if not chunked:
+        raise DispatchError("no input is a dask array, so there are no chunks to map over. "
+                            "Fix: pass at least one dask.array (da.from_array(x, chunks=...))")
+    shape = inputs[chunked[0]].shape
+    for n in chunked[1:]:
+        if inputs[n].shape != shape:
+            raise DispatchError(f"dask inputs {chunked[0]!r} {shape} and {n!r} {inputs[n].shape} differ in "
+                                "shape; map_blocks pairs chunks element for element. Fix: pass arrays of one "
+                                "shape, or pass the smaller one as a plain (numpy/cupy) array given whole to "
+                                "every chunk")
+    for o in outputs:
+        decl = known[o]
+        if not decl.access.writable:
+            raise DispatchError(f"output {o!r} is not written by the program. Fix: name a written buffer")
+        if decl.count:
+            raise DispatchError(f"output {o!r} declares a fixed count ({decl.count}), so it cannot follow the "
+                                "chunks. Fix: declare it without a count, or use vyre.dask.reduce for "
+                                "per-chunk results that are combined")
+    whole = {n: v for n, v in inputs.items() if not _is_dask(v)}
+    return chunked, whole
+
+
+def _aligned(arrays: list[Any]) -> list[Any]:
+    """The dask arrays rechunked to common chunks (Dask's ``unify_chunks``)."""
+    if len(arrays) == 1:
+        return arrays
+    pairs = [part for a in arrays for part in (a, tuple(range(a.ndim)))]
+    return list(da.core.unify_chunks(*pairs)[1])
+
+
+def _grid_for(program: Program, shape: tuple[int, ...], dim: DimFn | None) -> tuple[int, ...]:
+    """Workgroups that cover one chunk: one invocation per element (flat), or ``dim(shape)``."""
+    wg = program.workgroup_size
+    if dim is None:
+        n = int(np.prod(shape, dtype=np.int64))
+        return (max(1, -(-n // wg[0])),)
+    d = tuple(int(v) for v in dim(shape))
+    if not 1 <= len(d) <= 3 or any(v < 0 for v in d):
+        raise DispatchError(f"dim({shape}) returned {d}; it must give 1-3 invocation counts. "
+                            "Fix: return e.g. (shape[1], shape[0]) for a 2-D program")
+    return tuple(max(1, -(-v // w)) for v, w in zip(d, wg, strict=False))
+
+
+def _zeros_like_chunk(chunk: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """A zero-filled array of the chunk's kind (numpy or CuPy, on the chunk's device)."""
+    if isinstance(chunk, np.ndarray) or not hasattr(chunk, "__cuda_array_interface__"):
+        return np.zeros(shape, dtype)
+    import cupy
+
+    with cupy.cuda.Device(chunk.device.id):
+        return cupy.zeros(shape, dtype)
+
+
+def _copy(chunk: Any) -> Any:
+    """A C-contiguous private copy: dask chunks are shared and must never be written."""
+    if isinstance(chunk, np.ndarray):
+        return np.array(chunk, order="C", copy=True)
+    import cupy
+
+    with cupy.cuda.Device(chunk.device.id):
+        return cupy.array(chunk, order="C", copy=True)
+
+
+def _contiguous(chunk: Any) -> Any:
+    if isinstance(chunk, np.ndarray):
+        return np.ascontiguousarray(chunk)
+    import cupy
+
+    with cupy.cuda.Device(chunk.device.id):
+        return cupy.ascontiguousarray(chunk)
+
+
+def _run_chunk(wire: bytes, chunked: tuple[str, ...], outputs: tuple[str, ...], backend: str | None,
+               dim: DimFn | None, whole: Mapping[str, Any], *chunks: Any) -> Any:
+    """The task: dispatch the program over one chunk; returns the output chunk(s)."""
+    from .driver.dispatch import dispatch
+
+    program = _decoded(wire)
+    shape = tuple(chunks[0].shape)
+    arrays: dict[str, Any] = dict(whole)
+    for name, chunk in zip(chunked, chunks, strict=True):
+        decl = program.buffer(name)
+        arrays[name] = _copy(chunk) if decl.access.writable else _contiguous(chunk)
+    for o in outputs:
+        if o not in arrays:
+            arrays[o] = _zeros_like_chunk(chunks[0], shape, program.buffer(o).element.np_dtype)
+    for name in whole:  # whole buffers the program writes get a private copy per chunk too
+        if program.buffer(name).access.writable:
+            arrays[name] = _copy(arrays[name])
+    dispatch(program, arrays, backend=backend, grid=_grid_for(program, shape, dim))
+    res = tuple(arrays[o].reshape(shape) for o in outputs)
+    return res[0] if len(res) == 1 else res
+
+
+def _meta(chunked_first: Any, dtype: np.dtype) -> Any:
+    meta = getattr(chunked_first, "_meta", None)
+    if meta is not None and not isinstance(meta, np.ndarray):
+        import cupy
+
+        return cupy.empty((0,) * chunked_first.ndim, dtype)
+    return np.empty((0,) * chunked_first.ndim, dtype)
+
+
+def map_blocks(program: Any, inputs: Mapping[str, Any], output: str | Sequence[str], *,
+               backend: str | None = None, dim: DimFn | None = None) -> Any:
+    """Run ``program`` on every chunk of the dask arrays in ``inputs``; returns the dask array of
+    ``output`` (a tuple of them when ``output`` is a list).
+
+    Dask arrays must share a shape (their chunks are aligned by Dask); plain arrays are given whole
+    to every chunk. Written buffers get private copies (chunks are never written in place).
+    ``dim``, a function of a chunk's shape, gives the invocations per axis for programs that are not
+    one invocation per element (e.g. ``lambda s: (s[1], s[0])`` for a 2-D program)."""
+    p = _program_of(program)
+    outputs = (output,) if isinstance(output, str) else tuple(output)
+    if not outputs:
+        raise DispatchError("no output named. Fix: pass output='name' (or a list of names)")
+    chunked, whole = _split(p, inputs, outputs)
+    wire = to_wire(p)
+    arrays = _aligned([inputs[n] for n in chunked])
+    fn = functools.partial(_run_chunk, wire, tuple(chunked), outputs, backend, dim, whole)
+    dtypes = [p.buffer(o).element.np_dtype for o in outputs]
+    if len(outputs) == 1:
+        return da.map_blocks(fn, *arrays, dtype=dtypes[0], meta=_meta(arrays[0], dtypes[0]))
+    pieces = da.map_blocks(fn, *arrays, dtype=object, meta=np.empty((0,) * arrays[0].ndim, object))
+    return tuple(pieces.map_blocks(_pick, k, dtype=dt, meta=_meta(arrays[0], dt))
+                 for k, dt in enumerate(dtypes))
+
+
+def _pick(t: Any, k: int) -> Any:
+    return t[k]
+
+
+def map_overlap(program: Any, inputs: Mapping[str, Any], output: str, *, depth: int | Mapping[int, int],
+                boundary: Any = "none", backend: str | None = None, dim: DimFn | None = None) -> Any:
+    """:func:`map_blocks` with a halo of ``depth`` elements from the neighbouring chunks (Dask's
+    ``map_overlap``), trimmed after the program ran: a stencil that reads at most ``depth``
+    elements away matches the single-array dispatch exactly at chunk borders.
+
+    ``boundary="none"`` (the default) adds nothing past the array's own ends, so reads there see
+    vyre's out-of-bounds rule (0) and ``buflen`` is the array's, as in one dispatch over the whole
+    array; Dask's other boundaries (``0``, ``"reflect"``, ``"periodic"``, ...) pad instead."""
+    p = _program_of(program)
+    chunked, whole = _split(p, inputs, (output,))
+    arrays = _aligned([inputs[n] for n in chunked])
+    fn = functools.partial(_run_chunk, to_wire(p), tuple(chunked), (output,), backend, dim, whole)
+    dt = p.buffer(output).element.np_dtype
+    return da.map_overlap(fn, *arrays, depth=depth, boundary=boundary, trim=True, dtype=dt,
+                          meta=_meta(arrays[0], dt), align_arrays=True)
+
+
+def _grad_chunk(wire: bytes, chunked: tuple[str, ...], output: str, wrt: tuple[str, ...],
+                backend: str | None, dim: DimFn | None, whole: Mapping[str, Any], *chunks: Any
+                ) -> tuple[float, dict[str, Any]]:
+    from .autodiff import value_and_grad as vg
+
+    program = _decoded(wire)
+    shape = tuple(chunks[0].shape)
+    arrays: dict[str, Any] = dict(whole)
+    for name, chunk in zip(chunked, chunks, strict=True):
+        arrays[name] = np.ascontiguousarray(chunk).reshape(-1)
+    if output not in arrays:
+        arrays[output] = np.zeros(int(np.prod(shape, dtype=np.int64)), program.buffer(output).element.np_dtype)
+    loss, grads = vg(program, arrays, output, list(wrt), backend=backend,
+                     grid=_grid_for(program, shape, dim))
+    return loss, {w: (g.reshape(shape) if w in chunked else g) for w, g in grads.items()}
+
+
+def value_and_grad(program: Any, inputs: Mapping[str, Any], output: str, wrt: str | Sequence[str], *,
+                   backend: str | None = None, dim: DimFn | None = None) -> tuple[Any, dict[str, Any]]:
+    """``(loss, {w: dloss/dw})`` of ``loss = sum(output)`` over every chunk (host arrays).
+
+    The loss is a 0-d dask array (the sum of the chunks' losses, each accumulated in float64); the
+    gradient of a chunked input is a dask array with its chunks; the gradient of a buffer given
+    whole (a weight every chunk reads) is the sum of the chunks' gradients, a dask array of its
+    shape. Nothing is computed until you call ``dask.compute`` (or ``.compute()``)."""
+    p = _program_of(program)
+    names = (wrt,) if isinstance(wrt, str) else tuple(wrt)
+    chunked, whole = _split(p, inputs, (output,))
+    for w in names:
+        if w not in inputs:
+            raise DispatchError(f"wrt buffer {w!r} is not among the inputs. Fix: pass an array for it")
+    arrays = _aligned([inputs[n] for n in chunked])
+    wire = to_wire(p)
+    blocks = [a.to_delayed() for a in arrays]
+    task = dask.delayed(_grad_chunk, pure=True, nout=2)
+    losses = []
+    chunk_grads: dict[str, Any] = {w: np.empty(blocks[0].shape, object) for w in names if w in chunked}
+    whole_grads: dict[str, list[Any]] = {w: [] for w in names if w not in chunked}
+    first = arrays[0]
+    for index in np.ndindex(*blocks[0].shape):
+        loss, grads = task(wire, tuple(chunked), output, names, backend, dim, whole,
+                           *[b[index] for b in blocks])
+        losses.append(loss)
+        shape = tuple(c[i] for c, i in zip(first.chunks, index, strict=True))
+        for w in chunk_grads:
+            dt = p.buffer(w).element.np_dtype
+            chunk_grads[w][index] = da.from_delayed(grads[w], shape=shape, dtype=dt)
+        for w in whole_grads:
+            whole_grads[w].append(grads[w])
+    total = da.from_delayed(dask.delayed(sum)(losses), shape=(), dtype=np.float64)
+    out: dict[str, Any] = {w: da.block(arr.tolist()) for w, arr in chunk_grads.items()}
+    for w, parts in whole_grads.items():
+        ref = np.asarray(inputs[w])
+        out[w] = da.from_delayed(dask.delayed(_sum_arrays)(parts), shape=ref.shape, dtype=ref.dtype)
+    return total, {w: out[w] for w in names}
+
+
+def _sum_arrays(parts: list[np.ndarray]) -> np.ndarray:
+    acc = np.array(parts[0], copy=True)
+    for q in parts[1:]:
+        acc += q
+    return acc
