@@ -21,15 +21,16 @@ statement is built until a contribution exists). Across control flow:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..ir.expr import (
     Atomic, BinOp, BufLen, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, Select, UnOp, Var,
-    lit,
+    children, lit,
 )
 from ..ir.functions import substitute
 from ..ir.node import Assign, If, Let, Loop, Node, Store
-from ..ir.ops import AtomicOp, BinOpKind
+from ..ir.ops import AtomicOp, BinOpKind, UnOpKind
 from ..ir.program import BufferAccess, BufferDecl, Program
 from ..ir.types import DataType
 from .checks import check_grad_forward, check_request
@@ -71,7 +72,9 @@ class _Reverse:
         self.private = {b for b in inputs if private_ok
                         and all(ld.index == InvocationId(0) for ld in loads if ld.buffer == b)}
         self.marked = {b for b in outputs if _needs_marks(stmts, b)}
-        self.guards: dict[str, tuple[Expr, bool, Expr]] = {}
+        # Adjoint variables that may hold a structural zero (an untaken select arm, an If or a
+        # loop that contributed nothing): rules applied to them keep the zero exact.
+        self.zeroable: set[str] = set()
         for b in self.private:
             self.types[_private_key(b)] = program.buffer(b).element
 
@@ -93,18 +96,19 @@ class _Reverse:
         out.append(Let(name, e))
         return Var(name)
 
-    def atomize_guarded(self, e: Expr, out: list[Node]) -> Expr:
-        """Like :meth:`atomize`, remembering adjoints of the form ``select(c, a, 0)`` so rules
-        applied to them keep the zero exact (``0 * inf`` in an untaken select arm is NaN)."""
-        if isinstance(e, Select) and (_is_zero(e.false_val) or _is_zero(e.true_val)):
-            side = _is_zero(e.false_val)
-            inner = self.atomize(e.true_val if side else e.false_val, out)
-            v = self.atomize(Select(e.cond, inner, e.false_val) if side
-                             else Select(e.cond, e.true_val, inner), out)
-            assert isinstance(v, Var)
-            self.guards[v.name] = (e.cond, side, inner)
-            return v
-        return self.atomize(e, out)
+    def may_be_zero(self, e: Expr) -> bool:
+        """Whether adjoint ``e`` may be a structural zero (see :attr:`zeroable`)."""
+        if isinstance(e, Var):
+            return e.name in self.zeroable
+        if isinstance(e, Select):
+            return True
+        return any(self.may_be_zero(x) for x in children(e) if not isinstance(x, Load))
+
+    def atomize_adj(self, e: Expr, out: list[Node], zeroable: bool) -> Expr:
+        v = self.atomize(e, out)
+        if zeroable and isinstance(v, Var):
+            self.zeroable.add(v.name)
+        return v
 
     def contribute(self, env: _Env, out: list[Node], target: Expr | str, d: Expr) -> None:
         """Add ``d`` to the adjoint of ``target`` (a variable, or a literal that takes nothing)."""
@@ -116,15 +120,16 @@ class _Reverse:
             return
         if not self.is_active(name):
             return
+        z = self.may_be_zero(d)
         if name in env.acc:
             a = env.acc[name]
             out.append(Assign(a, BinOp(BinOpKind.ADD, Var(a), d)))
         elif name in env.adj:
-            t = self.names.fresh("adj")
-            out.append(Let(t, BinOp(BinOpKind.ADD, env.adj[name], d)))
-            env.adj[name] = Var(t)
+            prev = env.adj[name]
+            env.adj[name] = self.atomize_adj(BinOp(BinOpKind.ADD, prev, d), out,
+                                             z or self.may_be_zero(prev))
         else:
-            env.adj[name] = self.atomize_guarded(d, out)
+            env.adj[name] = self.atomize_adj(d, out, z)
 
     def open_scope(self, env: _Env, out: list[Node], targets: set[str]) -> tuple[_Env, dict[str, str]]:
         """Accumulators for the outer adjoints a nested construct may add to."""
@@ -135,6 +140,7 @@ class _Reverse:
                 continue
             a = self.names.fresh("acc")
             out.append(Let(a, env.adj.get(v, self.zero(v))))
+            self.zeroable.add(a)  # the construct may add nothing (branch not taken, no trips)
             child.acc[v] = a
             new[v] = a
         return child, new
@@ -180,19 +186,20 @@ class _Reverse:
                     raise TypeError(f"not a normal-form statement: {s!r}")
 
     def let(self, s: NLet, env: _Env, out: list[Node]) -> None:
-        d0 = env.adj.get(s.name)
-        if d0 is None:
+        d = env.adj.get(s.name)
+        if d is None:
             return
         r: Expr = Var(s.name)
-        d, wrap = d0, _identity
-        guard = self.guards.get(d0.name) if isinstance(d0, Var) else None
-        if guard is not None and isinstance(s.value, BinOp | UnOp | Cast | Fma):
-            # Apply the rule to the selected adjoint and select again: the zero stays exact.
-            cond, side, d = guard
+        wrap = _identity
+        if self.may_be_zero(d):
+            # A zero adjoint contributes exactly zero, even where the local derivative is
+            # infinite or NaN (the untaken arm of a select: sqrt'(x) at x < 0).
+            d = self.atomize_adj(d, out, True)
             zero = lit(0.0, s.ty)
+            cond = BinOp(BinOpKind.EQ, d, zero)
 
             def wrap(e: Expr) -> Expr:
-                return Select(cond, e, zero) if side else Select(cond, zero, e)
+                return e if _linear_in(e, d) else Select(cond, zero, e)
         match s.value:
             case Var() as a:
                 self.contribute(env, out, a, d)
@@ -277,6 +284,7 @@ class _Reverse:
         adjc = {}
         for c in act_carried:
             adjc[c.name] = self.names.fresh("adjc")
+            self.zeroable.add(adjc[c.name])
             out.append(Let(adjc[c.name], env.adj.get(c.name, lit(0.0, c.ty))))
         k, i, j = self.names.fresh("rk"), self.names.copy_of(s.var), self.names.copy_of(s.var)
         one = LitU32(1)
@@ -299,20 +307,42 @@ class _Reverse:
         for c in act_carried:
             self.contribute(child, it, substitute(c.next, sub2), Var(adjc[c.name]))
         self.block(copy, child, it)
-        for c in act_carried:
-            it.append(Assign(adjc[c.name], child.adj.get(cc[c.name], lit(0.0, c.ty))))
+        # Every carried adjoint moves to the previous iteration at once (a swap a, b = b, a).
+        it += parallel_assign([(adjc[c.name], child.adj.get(cc[c.name], lit(0.0, c.ty)))
+                               for c in act_carried], self.names)
         out.append(Loop(k, s.start, s.end, tuple(it)))
+        # Close first: an entry value may itself be one of the accumulated targets.
+        self.close_scope(env, new)
         for c in act_carried:
             self.contribute(env, out, c.entry, Var(adjc[c.name]))
-        self.close_scope(env, new)
 
 
 def _identity(e: Expr) -> Expr:
     return e
 
 
-def _is_zero(e: Expr) -> bool:
-    return isinstance(e, LitF32 | LitF64) and e.value == 0.0
+def _linear_in(e: Expr, d: Expr) -> bool:
+    """Whether ``e`` is exactly zero when ``d`` is: built from ``d`` with negation, finite literal
+    factors, sums and selects (whose conditions may read anything), and no other value."""
+    match e:
+        case _ if e == d:
+            return True
+        case LitF32() | LitF64():
+            return math.isfinite(e.value)
+        case Select(_, a, b):
+            return _linear_in(a, d) and _linear_in(b, d)
+        case UnOp(UnOpKind.NEGATE, a) | Cast(_, a):
+            return _linear_in(a, d)
+        case BinOp(BinOpKind.ADD | BinOpKind.SUB, a, b):
+            return _linear_in(a, d) and _linear_in(b, d) and not (_is_lit(a) or _is_lit(b))
+        case BinOp(BinOpKind.MUL, a, b):
+            return (_linear_in(a, d) and _is_lit(b)) or (_is_lit(a) and _linear_in(b, d))
+        case _:
+            return False
+
+
+def _is_lit(e: Expr) -> bool:
+    return isinstance(e, LitF32 | LitF64)
 
 
 def _split_const(e: Expr) -> tuple[Expr, int]:

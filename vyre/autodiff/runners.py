@@ -23,16 +23,37 @@ from .reverse import GRAD_PREFIX, STORED_PREFIX, grad
 
 
 
-@functools.lru_cache(maxsize=128)
+def hashable(program: Program) -> Program:
+    """``program``, checked to be hashable: hashing walks the whole tree recursively, so a tree
+    too deep for it (always an invalid program: validation bounds depth) is validated instead,
+    raising the validation error rather than a ``RecursionError``."""
+    try:
+        hash(program)
+    except RecursionError:
+        program.validate()
+        raise
+    return program
+
+
 def cached_grad(program: Program, outputs: tuple[str, ...], inputs: tuple[str, ...],
                 grid_1d: bool) -> Program:
     """:func:`grad`, memoised on the (immutable, hashable) program and the request."""
+    return _cached_grad(hashable(program), outputs, inputs, grid_1d)
+
+
+def cached_fused(program: Program, output: str, inputs: tuple[str, ...], grid_1d: bool) -> Program:
+    """The one-pass value-and-gradient program of ``sum(output)`` (``with_value``, ``unit_cotangent``)."""
+    return _cached_fused(hashable(program), output, inputs, grid_1d)
+
+
+@functools.lru_cache(maxsize=128)
+def _cached_grad(program: Program, outputs: tuple[str, ...], inputs: tuple[str, ...],
+                 grid_1d: bool) -> Program:
     return grad(program, list(outputs), list(inputs), grid_1d=grid_1d)
 
 
 @functools.lru_cache(maxsize=128)
-def cached_fused(program: Program, output: str, inputs: tuple[str, ...], grid_1d: bool) -> Program:
-    """The one-pass value-and-gradient program of ``sum(output)`` (``with_value``, ``unit_cotangent``)."""
+def _cached_fused(program: Program, output: str, inputs: tuple[str, ...], grid_1d: bool) -> Program:
     return grad(program, [output], list(inputs), grid_1d=grid_1d, with_value=True, unit_cotangent=True)
 
 
