@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 
-def _chain_program():  # noqa: ANN202 - bench helper
+def _chain_program():
     from vyre.ir import F32, Program, buflen, exp, gid, if_, let, output, read, sin, store, var
 
     x, y, out = read("x", 0, F32), read("y", 1, F32), output("out", 2, F32)
@@ -43,7 +43,7 @@ def cache_section(workers: int = 2) -> None:
     os.environ["VYRE_CACHE_DIR"] = root  # inherited by the worker processes
     x = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
     dx = da.from_array(x, chunks=1 << 17)
-    print(f"| run | workers | first compute (s) | kernels per worker (cache hit, compile s) |")
+    print("| run | workers | first compute (s) | kernels per worker (cache hit, compile s) |")
     print("|---|---|---|---|")
     for run in ("cold disk cache", "warm disk cache (new processes)"):
         with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -83,7 +83,7 @@ def gpus_section(log2n: int = 30) -> None:
                                              asarray=False))
         return da.concatenate(parts_x), da.concatenate(parts_y)
 
-    def cupy_chain(x, y):  # noqa: ANN001, ANN202
+    def cupy_chain(x, y):
         with cupy.cuda.Device(x.device.id):
             return cupy.exp(x) * y + cupy.sin(x) * x
 
@@ -92,7 +92,7 @@ def gpus_section(log2n: int = 30) -> None:
             with cupy.cuda.Device(d):
                 cupy.cuda.runtime.deviceSynchronize()
 
-    def timed(build, reps: int = 5) -> float:  # noqa: ANN001
+    def timed(build, reps: int = 5) -> float:
         best = float("inf")
         for _ in range(reps):
             graph = build()
@@ -106,8 +106,12 @@ def gpus_section(log2n: int = 30) -> None:
     rows = []
     for label, devs in (("1 GPU", [0]), (f"{ngpu} GPUs", list(range(ngpu)))):
         dx, dy = on_devices(devs)
-        t_vyre = timed(lambda: vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda").sum())
-        t_cupy = timed(lambda: da.map_blocks(cupy_chain, dx, dy, dtype=np.float32).sum())
+        got, want = dask.compute(vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda").sum(),
+                                 da.map_blocks(cupy_chain, dx, dy, dtype=np.float32).sum(), scheduler="threads")
+        rel = abs(float(got) - float(want)) / max(1.0, abs(float(want)))
+        assert rel < 1e-4, f"{label}: vyre {float(got)} vs CuPy {float(want)}"
+        t_vyre = timed(lambda dx=dx, dy=dy: vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda").sum())
+        t_cupy = timed(lambda dx=dx, dy=dy: da.map_blocks(cupy_chain, dx, dy, dtype=np.float32).sum())
         rows.append((label, t_vyre, t_cupy))
     gb = 3 * 4 * n / 1e9  # x, y read, out written
     print(f"chain + sum over 2^{log2n} f32 in chunks of 2^{log2n - 3}, threaded Dask scheduler, best of 5")

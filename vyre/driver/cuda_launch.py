@@ -12,6 +12,7 @@ from ..ir import BufferDecl
 from .bind import (
     Span, check_disjoint, check_host_array, check_names, missing_buffer, spans_overlap, storage_buffers,
 )
+from .devices import current_device, inputs_device, on_device
 from .fast_launch import make_fast_launch
 from .geometry import grid3
 
@@ -75,12 +76,26 @@ def device_arg(decl: BufferDecl, obj: Any) -> tuple[Any, np.ndarray | None]:
 
 
 def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
-                return_device: bool | None) -> dict[str, Any]:
+                return_device: bool | None, device: int | None = None) -> dict[str, Any]:
     fast = kernel._fast
-    if fast is not None and fast.launch is kernel.launch and fast.matches(inputs, grid, return_device):
+    if (fast is not None and device is None and fast.launch is kernel.launch
+            and fast.matches(inputs, grid, return_device)):
         done = fast(inputs)
         if done is not None:
             return done
+    if kernel.backend == "cuda":
+        dev = inputs_device(inputs, device)
+        if dev is not None and dev != current_device():
+            # another GPU than this thread's: its context, the checked path (the cached launch
+            # serves the current device only)
+            with on_device(dev):
+                return _launch_checked(kernel, inputs, grid, return_device, pin=False)
+    return _launch_checked(kernel, inputs, grid, return_device, pin=True)
+
+
+def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
+                    return_device: bool | None, pin: bool) -> dict[str, Any]:
+    """Bind, check and launch on the current device; ``pin``: keep a cached launch for repeats."""
     from numba import cuda
 
     program = kernel.program
@@ -137,7 +152,7 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
         else:
             out[b.name] = r if isinstance(r, np.ndarray) else (
                 r.copy_to_host() if hasattr(r, "copy_to_host") else cuda.as_cuda_array(r).copy_to_host())
-    if not copy_back and want_device and len(inputs) == len(dev_args) and kernel.backend == "cuda":
+    if pin and not copy_back and want_device and len(inputs) == len(dev_args) and kernel.backend == "cuda":
         kernel._fast = make_fast_launch(kernel, inputs, dev_args, scalars, griddim, blockdim, grid,
                                         return_device, tuple(out))
     return out

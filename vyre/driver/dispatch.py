@@ -119,14 +119,17 @@ class Kernel:
         return self._fn
 
     def __call__(self, inputs: Mapping[str, Any], *, grid: Grid | None = None,
-                 return_device: bool | None = None) -> dict[str, Any]:
+                 return_device: bool | None = None, device: int | None = None) -> dict[str, Any]:
         if return_device is not None and not isinstance(return_device, bool):
             raise DispatchError(f"return_device must be True, False or None, got {return_device!r}. "
                                 "Fix: pass a bool (None: device arrays back when device arrays went in)")
         if self.backend in ("cuda", "cudasim"):
             from .cuda_launch import launch_cuda
 
-            return launch_cuda(self, inputs, grid, return_device)
+            return launch_cuda(self, inputs, grid, return_device, device)
+        if device is not None:
+            raise DispatchError(f"device={device!r} names a GPU, but this kernel runs on {self.backend!r}. "
+                                "Fix: drop device=, or dispatch with backend='cuda'")
         arrays = self.binder.bind(inputs)
         g = grid3(grid) if grid is not None else self.grid_for({k: v.size for k, v in arrays.items()})
         if self.backend == "interp":
@@ -225,12 +228,13 @@ def _kernel_for(program: Program, b: str) -> Kernel:
 
 def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None = None,
              grid: Grid | None = None, workgroup_size: Grid | None = None,
-             return_device: bool | None = None) -> dict[str, Any]:
+             return_device: bool | None = None, device: int | None = None) -> dict[str, Any]:
     """Run ``program`` once over ``inputs`` (buffer name -> array) and return its written buffers.
 
     Arrays passed for written buffers are written in place; written buffers not passed are
     allocated (zero-filled, ``count`` elements). ``grid`` counts workgroups (default: cover the
-    largest output along x); ``workgroup_size`` overrides the program's.
+    largest output along x); ``workgroup_size`` overrides the program's. On CUDA the dispatch runs on
+    the GPU its device arrays live on, or on ``device`` (:mod:`vyre.driver.devices`).
 
     A repeated dispatch of the same Program object over the same device arrays reuses the
     checks and the packed launch of the previous call (about the cost of cuLaunchKernel)."""
@@ -240,12 +244,13 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
             k = hit[1]
             fast = k._fast
             # same device arrays as last time: same size class, so the tuned launch stands
-            if fast is not None and fast.launch is k.launch and fast.matches(inputs, grid, return_device):
+            if (fast is not None and device is None and fast.launch is k.launch
+                    and fast.matches(inputs, grid, return_device)):
                 out = fast(inputs)
                 if out is not None:
                     return out  # type: ignore[no-any-return]
             _tune(k, inputs, grid)
-            return k(inputs, grid=grid, return_device=return_device)
+            return k(inputs, grid=grid, return_device=return_device, device=device)
     if workgroup_size is not None:
         program = replace(program, workgroup_size=grid3(workgroup_size, "workgroup_size"))
     if not isinstance(inputs, Mapping):
@@ -261,7 +266,7 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
         _by_identity[(id(program), backend)] = (program, k)
     if workgroup_size is None:
         _tune(k, inputs, grid)
-    return k(inputs, grid=grid, return_device=return_device)
+    return k(inputs, grid=grid, return_device=return_device, device=device)
 
 
 _autotune: Any = None
