@@ -235,6 +235,7 @@ def test_dispatch_falls_back_when_the_cached_launch_has_no_context(monkeypatch: 
     checked: list[Any] = []
     monkeypatch.setattr(dispatch_mod, "_tune", lambda k, inputs, grid: None)
     monkeypatch.setattr(dispatch_mod.Kernel, "__call__",
-                        lambda self, inputs, grid=None, return_device=None, device=None: checked.append(inputs) or {"o": "slow"})
+                        lambda self, inputs, grid=None, return_device=None, device=None:
+                        checked.append(inputs) or {"o": "slow"})
     assert vyre.dispatch(prog, arrays, backend="cuda") == {"o": "slow"}
     assert len(rec.calls) == 1 and checked == [arrays]
