@@ -87,6 +87,14 @@ def gpus_section(log2n: int = 30) -> None:
         with cupy.cuda.Device(x.device.id):
             return cupy.exp(x) * y + cupy.sin(x) * x
 
+    def dev_sum(c):
+        with cupy.cuda.Device(c.device.id):  # on the chunk's own GPU, finished before the task ends
+            return cupy.asnumpy(c.sum(dtype=cupy.float64)).reshape(1)
+
+    def total(arr):
+        return arr.map_blocks(dev_sum, chunks=((1,) * arr.numblocks[0],), dtype=np.float64,
+                              meta=np.empty((0,), np.float64)).sum()
+
     def sync_all() -> None:
         for d in range(ngpu):
             with cupy.cuda.Device(d):
@@ -106,12 +114,18 @@ def gpus_section(log2n: int = 30) -> None:
     rows = []
     for label, devs in (("1 GPU", [0]), (f"{ngpu} GPUs", list(range(ngpu)))):
         dx, dy = on_devices(devs)
-        got, want = dask.compute(vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda").sum(),
-                                 da.map_blocks(cupy_chain, dx, dy, dtype=np.float32).sum(), scheduler="threads")
-        rel = abs(float(got) - float(want)) / max(1.0, abs(float(want)))
-        assert rel < 1e-4, f"{label}: vyre {float(got)} vs CuPy {float(want)}"
-        t_vyre = timed(lambda dx=dx, dy=dy: vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda").sum())
-        t_cupy = timed(lambda dx=dx, dy=dy: da.map_blocks(cupy_chain, dx, dy, dtype=np.float32).sum())
+        got, want = dask.compute(total(vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda")),
+                                 total(da.map_blocks(cupy_chain, dx, dy, dtype=np.float32)), scheduler="threads")
+        ref = 0.0
+        for part_x, part_y in zip(dx.blocks, dy.blocks, strict=True):  # one chunk at a time, on its GPU
+            cx, cy = part_x.compute(scheduler="sync"), part_y.compute(scheduler="sync")
+            with cupy.cuda.Device(cx.device.id):
+                ref += float((cupy.exp(cx.astype(cupy.float64)) * cy + cupy.sin(cx.astype(cupy.float64)) * cx).sum())
+        for name, val in (("vyre", got), ("CuPy-on-Dask", want)):
+            assert abs(float(val) - ref) <= 1e-4 * abs(ref), f"{label}: {name} {float(val)} vs float64 {ref}"
+        print(f"{label}: sum {float(got):.6e} (float64 reference {ref:.6e})")
+        t_vyre = timed(lambda dx=dx, dy=dy: total(vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda")))
+        t_cupy = timed(lambda dx=dx, dy=dy: total(da.map_blocks(cupy_chain, dx, dy, dtype=np.float32)))
         rows.append((label, t_vyre, t_cupy))
     gb = 3 * 4 * n / 1e9  # x, y read, out written
     print(f"chain + sum over 2^{log2n} f32 in chunks of 2^{log2n - 3}, threaded Dask scheduler, best of 5")

@@ -141,6 +141,15 @@ def _contiguous(chunk: Any) -> Any:
         return cupy.ascontiguousarray(chunk)
 
 
+def _synchronize(chunk: Any) -> None:
+    """Wait for the chunk's device: a Dask task's result must be complete when the task ends, since
+    the next task may read it from another thread and another GPU's stream (no stream orders them)."""
+    import cupy
+
+    with cupy.cuda.Device(chunk.device.id):
+        cupy.cuda.runtime.deviceSynchronize()
+
+
 def _run_chunk(wire: bytes, chunked: tuple[str, ...], outputs: tuple[str, ...], backend: str | None,
                dim: DimFn | None, whole: Mapping[str, Any], *chunks: Any) -> Any:
     """The task: dispatch the program over one chunk; returns the output chunk(s)."""
@@ -159,6 +168,8 @@ def _run_chunk(wire: bytes, chunked: tuple[str, ...], outputs: tuple[str, ...], 
         if program.buffer(name).access.writable:
             arrays[name] = _copy(arrays[name])
     dispatch(program, arrays, backend=backend, grid=_grid_for(program, shape, dim))
+    if not isinstance(chunks[0], np.ndarray):
+        _synchronize(chunks[0])
     res = tuple(arrays[o].reshape(shape) for o in outputs)
     return res[0] if len(res) == 1 else res
 

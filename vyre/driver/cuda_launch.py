@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +94,27 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
     return _launch_checked(kernel, inputs, grid, return_device, pin=True)
 
 
+# (kernel id, device) pairs whose module is loaded: numba loads a kernel into a context on its first
+# launch there, and two threads doing that at once for two devices race in numba's module table.
+_loaded: set[tuple[int, int]] = set()
+_load_lock = threading.Lock()
+
+
+def _first_launch_guarded(kernel: Kernel, griddim: tuple[int, int, int], blockdim: tuple[int, int, int],
+                          dev_args: list[Any], scalars: tuple[int, ...]) -> None:
+    """Launch ``kernel._fn``; its first launch on each device is serialised (see ``_loaded``)."""
+    if kernel.backend != "cuda":
+        kernel._fn[griddim, blockdim](*dev_args, *scalars)
+        return
+    key = (id(kernel._fn), current_device())
+    if key in _loaded:
+        kernel._fn[griddim, blockdim](*dev_args, *scalars)
+        return
+    with _load_lock:
+        kernel._fn[griddim, blockdim](*dev_args, *scalars)
+        _loaded.add(key)
+
+
 def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
                     return_device: bool | None, pin: bool) -> dict[str, Any]:
     """Bind, check and launch on the current device; ``pin``: keep a cached launch for repeats."""
@@ -138,7 +160,7 @@ def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None
         scalars: tuple[int, ...] = (n, la.ipt)
     else:
         griddim, blockdim, scalars = g, program.workgroup_size, ()
-    kernel._fn[griddim, blockdim](*dev_args, *scalars)
+    _first_launch_guarded(kernel, griddim, blockdim, dev_args, scalars)
     for d, flat in copy_back:
         d.copy_to_host(flat)
     want_device = any_device if return_device is None else return_device
