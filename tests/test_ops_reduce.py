@@ -1,0 +1,166 @@
+"""vyre.ops whole-array reductions on the interpreter and the CPU against numpy / math.fsum:
+Hypothesis over lengths and values (NaN, inf, huge, tiny), both program forms, the error bound of
+docs/ops.md, determinism and bad input. The simulator runs in tests/test_ops_sim.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import vyre.ops as ops
+from tests.ops_cases import arrays, check_sum, expected_extreme, floats_array, same_float
+from vyre.errors import VyreError
+from vyre.ops import reduce as R
+
+BACKENDS = ["cpu", "interp"]
+
+
+def _run(kind: R.Reduce, post: R.Post, named: dict, backend: str, gpu_form: bool | None = None) -> float:
+    return float(R._reduce(kind, post, named, backend, gpu_form))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@given(x=arrays())
+def test_sum_mean_norm(backend: str, x: np.ndarray) -> None:
+    s = ops.sum(x, backend=backend)
+    assert isinstance(s, x.dtype.type)
+    check_sum(float(s), x)
+    m = float(ops.mean(x, backend=backend))
+    if x.size == 0:
+        assert math.isnan(m)
+    else:
+        check_sum(m * x.size, x) if math.isfinite(m) and np.all(np.isfinite(x)) else None
+    nm = float(ops.norm(x, backend=backend))
+    with np.errstate(all="ignore"):
+        ref = float(np.sqrt(math.fsum(x.astype(np.float64) ** 2))) if np.all(np.isfinite(x)) else math.nan
+    if math.isnan(ref):
+        assert math.isnan(nm) or math.isinf(nm)
+    else:
+        assert abs(nm - ref) <= 4e-7 * ref + 1e-300, (nm, ref)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@given(x=arrays())
+def test_max_min_argmax(backend: str, x: np.ndarray) -> None:
+    assert same_float(float(ops.max(x, backend=backend)), expected_extreme(x, True))
+    assert same_float(float(ops.min(x, backend=backend)), expected_extreme(x, False))
+    if x.size:
+        i = ops.argmax(x, backend=backend)
+        assert isinstance(i, np.int64)
+        assert i == np.argmax(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@given(data=st.data())
+def test_dot(backend: str, data: st.DataObject) -> None:
+    x = data.draw(arrays())
+    y = floats_array(data.draw, x.size, x.dtype.type, data.draw(st.booleans()))
+    check_sum(float(ops.dot(x, y, backend=backend)), x, y)
+
+
+@settings(max_examples=8)
+@given(x=arrays())
+def test_gpu_form_on_the_interpreter(x: np.ndarray) -> None:
+    """The programs CUDA runs (grid-stride, unrolled, subgroup + workgroup combine, two passes), on
+    the reference interpreter."""
+    check_sum(_run(R.Reduce.SUM, R.Post.NONE, {"x": x}, "interp", True), x)
+    assert same_float(_run(R.Reduce.MAX, R.Post.NONE, {"x": x}, "interp", True), expected_extreme(x, True))
+    assert same_float(_run(R.Reduce.MIN, R.Post.NONE, {"x": x}, "interp", True), expected_extreme(x, False))
+    if x.size:
+        assert R._argmax(x, "interp", True) == np.argmax(x)
+
+
+def test_gpu_form_multi_workgroup_passes() -> None:
+    """Enough elements for several workgroups and a second pass over their partials, with the maximum
+    and a NaN placed late (the second pass must keep the lowest index)."""
+    rng = np.random.default_rng(1)
+    n = 2 * R.GPU_WG * R.GPU_UNROLL + 77
+    x = rng.standard_normal(n)
+    x[[5, n - 3]] = 9.0
+    assert R._argmax(x, "interp", True) == 5
+    check_sum(_run(R.Reduce.SUM, R.Post.NONE, {"x": x}, "interp", True), x)
+    x[n - 10] = math.nan
+    x[n - 2] = math.nan
+    assert R._argmax(x, "interp", True) == n - 10
+    assert math.isnan(_run(R.Reduce.MAX, R.Post.NONE, {"x": x}, "interp", True))
+
+
+@given(x=arrays(special=False))
+def test_cpu_form_is_bit_identical_on_cpu_and_interpreter(x: np.ndarray) -> None:
+    """Fixed partition, fixed order, no atomics: the compiled kernel and the reference agree exactly,
+    and repeated calls agree exactly (docs/ops.md, "Determinism")."""
+    for f in (ops.sum, ops.norm, ops.mean):
+        a = f(x, backend="cpu")
+        b = f(x, backend="interp")
+        assert a.tobytes() == b.tobytes() or (np.isnan(a) and np.isnan(b))
+        assert f(x, backend="cpu").tobytes() == a.tobytes() or np.isnan(a)
+
+
+def test_parallel_blocks_cover_everything() -> None:
+    """Inputs past CPU_PARALLEL_MIN split into CPU_PARALLEL_BLOCKS blocks (a second pass over 2^15
+    partials); a length that does not divide evenly must still count every element once."""
+    n = R.CPU_PARALLEL_MIN + 12345
+    x = np.ones(n, np.float32)
+    x[-1] = 7.0
+    assert ops.sum(x, backend="cpu") == n + 6
+    assert ops.max(x, backend="cpu") == 7.0
+    assert ops.argmax(x, backend="cpu") == n - 1
+    assert ops.dot(x, x, backend="cpu") == n + 48
+
+
+def test_empty_identities() -> None:
+    for dt in (np.float32, np.float64):
+        e = np.zeros(0, dt)
+        assert ops.sum(e, backend="cpu") == 0 and ops.dot(e, e, backend="cpu") == 0
+        assert ops.norm(e, backend="cpu") == 0
+        assert ops.max(e, backend="cpu") == -np.inf and ops.min(e, backend="cpu") == np.inf
+        assert np.isnan(ops.mean(e, backend="cpu"))
+
+
+def test_f32_sum_accumulates_in_f64() -> None:
+    """Values whose f32 running sum loses everything (1 + many 2^-24) come out as the f64 sum
+    rounded once."""
+    x = np.full(1 << 16, 2.0**-24, np.float32)
+    x[0] = 1.0
+    want = np.float32(1.0 + (len(x) - 1) * 2.0**-24)
+    assert ops.sum(x, backend="cpu") == want
+    assert ops.sum(x, backend="interp") == want
+
+
+def test_multidimensional_input_reduces_everything() -> None:
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    assert ops.sum(x, backend="cpu") == 66
+    assert ops.argmax(x, backend="cpu") == 11
+    assert ops.sum(x[:, ::2], backend="cpu") == x[:, ::2].sum()  # strided: copied contiguous
+
+
+@pytest.mark.parametrize("call, fix", [
+    (lambda: ops.argmax(np.zeros(0, np.float32), backend="cpu"), "x.size > 0"),
+    (lambda: ops.sum(np.zeros(4, np.int32), backend="cpu"), "astype"),
+    (lambda: ops.sum([1.0, 2.0], backend="cpu"), "np.asarray"),
+    (lambda: ops.dot(np.zeros(3), np.zeros(4), backend="cpu"), "same length"),
+    (lambda: ops.dot(np.zeros(3), np.zeros(3, np.float32), backend="cpu"), "one dtype"),
+    (lambda: ops.dot(np.zeros((2, 2)), np.zeros((2, 2)), backend="cpu"), "1-D"),
+    (lambda: ops.sum(np.zeros(3), backend="nope"), "backend"),
+    (lambda: ops.sum(np.zeros(3), backend=3), "backend='cpu'"),
+])
+def test_bad_input_is_a_clear_error(call, fix: str) -> None:
+    with pytest.raises(VyreError, match="Fix:") as info:
+        call()
+    assert fix in str(info.value)
+    assert isinstance(info.value, ops.OpsError) or "backend" in fix
+
+
+def test_device_array_on_a_host_backend_is_an_error() -> None:
+    class FakeDevice:
+        def __init__(self) -> None:
+            self.__cuda_array_interface__ = {"shape": (3,), "typestr": "<f4", "data": (0, False), "version": 3}
+            self.dtype = np.dtype(np.float32)
+            self.shape = (3,)
+
+    with pytest.raises(ops.OpsError, match=r"device array.*Fix:"):
+        ops.sum(FakeDevice(), backend="cpu")

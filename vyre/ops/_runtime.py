@@ -1,0 +1,206 @@
+"""What every op function shares: checking arrays, choosing the backend, allocating results of the
+caller's kind (numpy in, numpy out; a CuPy / PyTorch / numba device array in, the same kind out)
+and dispatching with explicit launch geometry.
+
+Host arrays sent to a GPU backend are copied to the device once; every pass of an op then runs on
+device arrays and only the result comes back."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..driver.backends import check_backend, default_backend
+from ..driver.dispatch import dispatch
+from ..errors import DispatchError
+from ..ir import DataType, Program
+
+__all__ = ["OpsError", "Arr", "Ctx", "prepare"]
+
+#: Every op takes arrays of up to this many elements: indices are u32 and grid-stride loops add a
+#: stride to an index, so 2^31 leaves room.
+MAX_ELEMENTS = 1 << 31
+GPU_BACKENDS = ("cuda", "cudasim")
+
+
+class OpsError(DispatchError):
+    """An op (vyre.ops) was called with arrays or options it cannot take."""
+
+
+class Kind(enum.Enum):
+    NUMPY = "numpy"
+    CUPY = "cupy"
+    TORCH = "torch"
+    DEVICE = "device"  # any other __cuda_array_interface__ exporter: results are numba device arrays
+
+
+@dataclass(frozen=True)
+class Arr:
+    """A checked input: the flat contiguous array to bind (host or device), its logical shape and
+    element type."""
+
+    data: Any
+    shape: tuple[int, ...]
+    dtype: DataType
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape)) if self.shape else 1
+
+
+def _kind(x: Any) -> Kind:
+    if isinstance(x, np.ndarray):
+        return Kind.NUMPY
+    if hasattr(x, "__cuda_array_interface__"):
+        mod = type(x).__module__.split(".")[0]
+        return {"cupy": Kind.CUPY, "torch": Kind.TORCH}.get(mod, Kind.DEVICE)
+    raise OpsError(f"vyre.ops takes numpy arrays or device arrays (CuPy, PyTorch, numba), got "
+                   f"{type(x).__name__}. Fix: pass np.asarray(value, dtype=np.float32)")
+
+
+def _dtype_of(name: str, x: Any, kind: Kind) -> DataType:
+    dt = np.dtype(x.dtype) if kind is not Kind.TORCH else np.dtype(str(x.dtype).removeprefix("torch."))
+    if dt == np.float32:
+        return DataType.F32
+    if dt == np.float64:
+        return DataType.F64
+    raise OpsError(f"{name} has dtype {dt}; vyre.ops reduces float32 and float64 arrays. "
+                   f"Fix: convert explicitly, e.g. {name}.astype(np.float32)")
+
+
+def _contiguous(x: Any, kind: Kind) -> Any:
+    if kind is Kind.NUMPY:
+        return np.ascontiguousarray(x)
+    if kind is Kind.CUPY:
+        import cupy
+
+        return cupy.ascontiguousarray(x)
+    if kind is Kind.TORCH:
+        return x.contiguous()
+    return x  # dispatch rejects a non-contiguous numba view with its own message
+
+
+class Ctx:
+    """One op call: the backend, the kind of the caller's arrays, allocation and dispatch."""
+
+    def __init__(self, backend: str, kind: Kind, like: Any) -> None:
+        self.backend = backend
+        self.kind = kind
+        self._like = like
+        #: which program form the passes use (vyre.ops.reduce): the GPU form on CUDA and the
+        #: simulator, the CPU form elsewhere; tests flip it to run either form on any backend
+        self.gpu_form = backend in GPU_BACKENDS
+
+    @property
+    def gpu(self) -> bool:
+        return self.backend in GPU_BACKENDS
+
+    def empty(self, n: int, dtype: DataType) -> Any:
+        """An uninitialised flat array of ``n`` elements where the passes run (device for GPU
+        backends, in the caller's library when the caller passed device arrays)."""
+        npd = dtype.np_dtype
+        if not self.gpu:
+            return np.empty(n, npd)
+        if self.kind is Kind.CUPY:
+            import cupy
+
+            return cupy.empty(n, npd)
+        if self.kind is Kind.TORCH:
+            import torch
+
+            return torch.empty(n, dtype=getattr(torch, npd.name), device=self._like.device)
+        from numba import cuda
+
+        return cuda.device_array(n, npd)
+
+    def run(self, program: Program, arrays: Mapping[str, Any], grid: int) -> None:
+        """Dispatch ``program`` over ``grid`` workgroups; results land in the passed arrays."""
+        dispatch(program, arrays, backend=self.backend, grid=max(1, grid), return_device=self.gpu)
+
+    def result(self, arr: Any, shape: tuple[int, ...]) -> Any:
+        """``arr`` (flat, where the passes ran) as the caller's kind, shaped ``shape``."""
+        if not self.gpu:
+            return arr.reshape(shape)
+        if self.kind is Kind.NUMPY:
+            return _to_host(arr).reshape(shape)
+        return arr.reshape(shape)
+
+    def scalar(self, arr: Any) -> Any:
+        """Element 0 of ``arr``: a numpy scalar for host callers, a 0-d device array otherwise."""
+        if not self.gpu or self.kind is Kind.NUMPY:
+            return _to_host(arr)[0] if self.gpu else arr[0]
+        if self.kind is Kind.DEVICE:
+            return arr[0:1].reshape(())  # numba device arrays: a 0-d view on the device
+        return arr[0:1].reshape(())
+
+
+def _to_host(arr: Any) -> np.ndarray:
+    if isinstance(arr, np.ndarray):
+        return arr
+    if hasattr(arr, "copy_to_host"):
+        return np.asarray(arr.copy_to_host())
+    from numba import cuda
+
+    return np.asarray(cuda.as_cuda_array(arr).copy_to_host())
+
+
+def prepare(named: Mapping[str, Any], backend: str | None, *, ndim: int | None = None,
+            same_dtype: bool = True) -> tuple[Ctx, dict[str, Arr]]:
+    """Check the arrays of one op call and pick its backend.
+
+    ``backend=None``: ``cuda`` when any array is a device array, else vyre's default
+    (``VYRE_BACKEND``, else CUDA when a GPU is usable, else CPU). Host arrays on a GPU backend are
+    copied to the device once. Device arrays on ``cpu``/``interp`` are an error."""
+    kinds = {name: _kind(x) for name, x in named.items()}
+    dev = [n for n, k in kinds.items() if k is not Kind.NUMPY]
+    if backend is None:
+        b = "cuda" if dev else default_backend()
+    else:
+        if not isinstance(backend, str):
+            raise OpsError(f"backend must be a str or None, got {backend!r}. Fix: pass backend='cpu'")
+        b = check_backend(backend)
+    if dev and b not in GPU_BACKENDS:
+        raise OpsError(f"{dev[0]} is a device array but backend={b!r} runs on the host. Fix: pass "
+                       "backend='cuda' (or None), or copy the array to the host first")
+    kset = {kinds[n] for n in dev}
+    if len(kset) > 1:
+        raise OpsError(f"the arrays come from different libraries ({sorted(k.value for k in kset)}). "
+                       "Fix: pass arrays of one kind")
+    kind = kset.pop() if kset else Kind.NUMPY
+    out: dict[str, Arr] = {}
+    like: Any = None
+    for name, x in named.items():
+        k = kinds[name]
+        dt = _dtype_of(name, x, k)
+        shape = tuple(int(s) for s in x.shape)
+        if ndim is not None and len(shape) != ndim:
+            raise OpsError(f"{name} has shape {shape}; this op takes a {ndim}-D array. "
+                           f"Fix: reshape it{' to (rows, cols)' if ndim == 2 else ' to 1-D'}")
+        n = int(np.prod(shape)) if shape else 1
+        if n >= MAX_ELEMENTS:
+            raise OpsError(f"{name} has {n} elements; vyre.ops takes fewer than 2^31. Fix: split the work")
+        data = _contiguous(x, k)
+        if k is Kind.NUMPY:
+            data = data.reshape(-1)
+            if b in GPU_BACKENDS:
+                from numba import cuda
+
+                data = cuda.to_device(data)
+        elif len(shape) != 1:
+            data = data.reshape(-1)
+        like = x if like is None and k is not Kind.NUMPY else like
+        out[name] = Arr(data, shape, dt)
+    if same_dtype and len({a.dtype for a in out.values()}) > 1:
+        desc = ", ".join(f"{n}: {a.dtype.short}" for n, a in out.items())
+        raise OpsError(f"the arrays have different dtypes ({desc}). Fix: convert them to one dtype")
+    return Ctx(b, kind, like), out
+
+
+def gpu_workgroups_cap() -> int:
+    """Workgroups a grid-stride reduction launches at most: enough for every SM to hold several,
+    fixed (not derived from the device) so a result's bits do not depend on the GPU."""
+    return 1024

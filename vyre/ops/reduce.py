@@ -1,0 +1,392 @@
+"""Whole-array reductions: ``sum``, ``max``, ``min``, ``mean``, ``dot``, ``norm``, ``argmax``.
+
+Each is one vyre program applied in passes (docs/ops.md). A pass reduces its input to one partial
+result per workgroup (GPU form) or per block (CPU form), in a fixed order; the next pass reduces the
+partials, until one value is left. No float atomics anywhere, so results are bit-identical run to
+run.
+
+* **GPU form** (``cuda``, ``cudasim``): workgroups of :data:`GPU_WG` invocations, at most
+  :func:`~vyre.ops._runtime.gpu_workgroups_cap` of them. Invocation ``t`` of ``T = G * GPU_WG``
+  accumulates elements ``t, t + T, t + 2T, ...`` into :data:`GPU_UNROLL` independent accumulators
+  (that many loads in flight per thread, coalesced across the warp); the accumulators merge
+  pairwise, the subgroup reduces with shuffles, subgroup results meet in workgroup memory and
+  one more subgroup reduce gives the workgroup's partial, which invocation 0 stores.
+* **CPU form** (``cpu``, ``interp``): a flat program; invocation ``g`` of ``G`` sums the contiguous
+  block ``[g*B, (g+1)*B)`` with ``B = ceil(n / G)`` into :data:`CPU_UNROLL` accumulators (stride-1
+  loads, independent add chains) merged pairwise. ``G`` is chosen so large inputs run on every
+  core.
+
+f32 sums (``sum``, ``mean``, ``dot``, ``norm``) accumulate in f64 and round once at the end.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+import functools
+import math
+from typing import Any
+
+from ..ir import (
+    F64, U32, BinOpKind, DataType, Expr, Node, Program, UnOpKind, assign, barrier, buflen, cast, gid,
+    if_, lane, let, lid, load, loop, minimum, output, read, select, store, subgroup_reduce, u32,
+    unop, var, wgid, workgroup,
+)
+from ..ir.expr import lit
+from ._blocks import SUBGROUP, Combine, isnan, subgroup_combine, tree, workgroup_combine
+from ._runtime import Arr, Ctx, OpsError, gpu_workgroups_cap, prepare
+
+__all__ = [
+    "CPU_UNROLL", "GPU_UNROLL", "GPU_WG", "Reduce", "argmax", "argmax_program", "dot", "full_program",
+    "max", "mean", "min", "norm", "sum",
+]
+
+GPU_WG = 256
+GPU_UNROLL = 4
+CPU_UNROLL = 8
+#: CPU form: inputs of at least this many elements are split into CPU_PARALLEL_BLOCKS blocks, enough
+#: invocations for dispatch to run them on every core; smaller ones into blocks of CPU_SMALL_BLOCK.
+CPU_PARALLEL_MIN = 1 << 20
+CPU_PARALLEL_BLOCKS = 1 << 15
+CPU_SMALL_BLOCK = 4096
+
+
+class Reduce(enum.Enum):
+    """The whole-array reductions: what each element contributes, and how contributions combine."""
+
+    SUM = "sum"
+    DOT = "dot"
+    SUMSQ = "sumsq"
+    MAX = "max"
+    MIN = "min"
+
+    @property
+    def combine(self) -> Combine:
+        return {Reduce.MAX: Combine.MAX, Reduce.MIN: Combine.MIN}.get(self, Combine.ADD)
+
+    @property
+    def inputs(self) -> int:
+        return 2 if self is Reduce.DOT else 1
+
+    def term(self, acc: DataType, i: Expr) -> Expr:
+        """The contribution of element ``i`` in the accumulator type."""
+        x = cast(acc, _load("x", i))
+        match self:
+            case Reduce.SUM | Reduce.MAX | Reduce.MIN:
+                return x
+            case Reduce.DOT:
+                return x * cast(acc, _load("y", i))
+            case Reduce.SUMSQ:
+                return x * x
+
+
+def _load(name: str, i: Expr) -> Expr:
+    return load(name, i)
+
+
+def accumulator(kind: Reduce, t: DataType) -> DataType:
+    """f32 sums accumulate in f64 (exact products, 2^29 times less rounding, no overflow); max and
+    min need no wider type."""
+    return F64 if kind.combine is Combine.ADD else t
+
+
+class Post(enum.Enum):
+    """What the pass that writes the final value applies to it."""
+
+    NONE = "none"
+    SQRT = "sqrt"  # norm
+    MEAN = "mean"  # divide by the input's length (applied to each partial of the first pass)
+
+
+@functools.lru_cache(maxsize=256)
+def full_program(kind: Reduce, t_in: DataType, t_out: DataType, *, gpu: bool, post: Post = Post.NONE,
+                 acc: DataType | None = None) -> Program:
+    """One pass of ``kind``: ``out[g]`` = the reduction of workgroup/block ``g``'s share of ``x``
+    (and ``y``), for ``g < len(out)``; ``len(out)`` is the number of workgroups (GPU form) or blocks
+    (CPU form) the pass is dispatched over. ``post`` applies to each partial: dispatch the last
+    pass over one workgroup to get the final value."""
+    a = acc or accumulator(kind, t_in)
+    comb = kind.combine
+    bufs = [read("x", 0, t_in)]
+    if kind.inputs == 2:
+        bufs.append(read("y", 1, t_in))
+    out = output("out", len(bufs), t_out)
+    bufs.append(out)
+    n = var("n")
+    body: list[Node] = [let("n", buflen("x"))]
+    unroll = GPU_UNROLL if gpu else CPU_UNROLL
+    accs = [f"a{k}" for k in range(unroll)]
+    body += [let(name, comb.identity(a)) for name in accs]
+
+    def term(i: Expr) -> Expr:
+        return kind.term(a, i)
+
+    def guarded(i: Expr) -> Expr:
+        # past the end a load reads 0, the identity of a sum; max/min need their own identity
+        return term(i) if comb is Combine.ADD else select(i.lt(n), term(i), comb.identity(a))
+
+    if gpu:
+        s, su = var("stride"), var("span")
+        body += [
+            let("t", gid()),
+            let("stride", buflen(out) * u32(GPU_WG)),
+            let("span", s * u32(unroll)),
+            let("full", n / su),
+            loop("c", u32(0), var("full"), [
+                let("b", var("c") * su + var("t")),
+                *(_step(accs[k], comb, term(var("b") + s * u32(k)) if k else term(var("b")))
+                  for k in range(unroll)),
+            ]),
+            let("tb", var("full") * su + var("t")),
+            *(_step(accs[k], comb, guarded(var("tb") + s * u32(k)) if k else guarded(var("tb")))
+              for k in range(unroll)),
+        ]
+    else:
+        g = var("g")
+        body += [
+            let("g", gid()),
+            let("bl", (n + buflen(out) - u32(1)) / buflen(out)),
+            let("lo", minimum(g * var("bl"), n)),
+            let("hi", minimum(var("lo") + var("bl"), n)),
+            let("m", (var("hi") - var("lo")) / u32(unroll)),
+            loop("j", u32(0), var("m"), [
+                let("p", var("lo") + var("j") * u32(unroll)),
+                *(_step(accs[k], comb, term(var("p") + u32(k)) if k else term(var("p")))
+                  for k in range(unroll)),
+            ]),
+            loop("q", var("lo") + var("m") * u32(unroll), var("hi"), [_step(accs[0], comb, term(var("q")))]),
+        ]
+    total: Expr = tree([var(x) for x in accs], comb)
+    if gpu:
+        nodes, total, tiles = workgroup_combine("r", total, comb, a, GPU_WG)
+        body += nodes
+        bufs += tiles
+    total = _post(total, post, a, n)
+    if gpu:
+        body.append(if_(lid().eq(u32(0)), [store(out, wgid(), cast(t_out, total))]))
+    else:
+        body.append(if_(var("g").lt(buflen(out)), [store(out, var("g"), cast(t_out, total))]))
+    return Program.wrapped(bufs, GPU_WG if gpu else 1, body)
+
+
+def _step(name: str, comb: Combine, x: Expr) -> Node:
+    return assign(name, comb.step(var(name), x))
+
+
+def _post(total: Expr, post: Post, a: DataType, n: Expr) -> Expr:
+    match post:
+        case Post.NONE:
+            return total
+        case Post.SQRT:
+            return unop(UnOpKind.SQRT, total)
+        case Post.MEAN:
+            return total / cast(a, n)
+
+
+# ---------------------------------------------------------------------------------------------
+# argmax: (value, index) pairs. NaN rule (numpy's): the first NaN wins; otherwise the first maximum.
+
+_NONE = 0xFFFFFFFF  # "no index yet"
+
+
+def _better(v: Expr, i: Expr, m: Expr, mi: Expr) -> Expr:
+    """Does candidate ``(v, i)`` beat ``(m, mi)``? NaN beats everything but an earlier NaN; among
+    equal values the lower index wins, so the result does not depend on the visiting order."""
+    earlier = i.lt(mi)
+    return (isnan(m).not_().and_(isnan(v).or_(v.gt(m)).or_(v.eq(m).and_(earlier)))
+            .or_(isnan(m).and_(isnan(v)).and_(earlier)))
+
+
+@functools.lru_cache(maxsize=64)
+def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
+    """One argmax pass: ``val[g], idx[g]`` = the maximum of workgroup/block ``g``'s share of ``x``
+    and the lowest index holding it (the first NaN's index if there is a NaN; ``0xFFFFFFFF`` for an
+    empty share). ``indexed``: the input is a previous pass's partials, whose indices are in
+    ``xi``; otherwise an element's index is its position."""
+    bufs = [read("x", 0, t)]
+    if indexed:
+        bufs.append(read("xi", 1, U32))
+    val, idx = output("val", len(bufs), t), output("idx", len(bufs) + 1, U32)
+    bufs += [val, idx]
+    n = var("n")
+    body: list[Node] = [let("n", buflen("x")), let("m", lit(-math.inf, t)), let("mi", u32(_NONE))]
+
+    def visit(i: Expr, guard: bool) -> list[Node]:
+        v = _load("x", i)
+        gi = _load("xi", i) if indexed else i
+        cond = _better(v, gi, var("m"), var("mi"))
+        if guard:
+            cond = i.lt(n).and_(cond)
+        return [if_(cond, [assign("m", v), assign("mi", gi)])]
+
+    if gpu:
+        s = var("stride")
+        body += [
+            let("t", gid()),
+            let("stride", buflen(val) * u32(GPU_WG)),
+            let("steps", (n + s - u32(1)) / s),
+            loop("c", u32(0), var("steps"), [let("i", var("c") * s + var("t")), *visit(var("i"), True)]),
+        ]
+        # across the subgroup: the max (NaN flagged separately), then the lowest index holding it
+        nodes, wmax = subgroup_combine("w", var("m"), Combine.MAX, t)
+        body += [*nodes, let("wm", wmax)]
+        body += _lowest_index("w", var("m"), var("mi"), var("wm"))
+        nw = GPU_WG // SUBGROUP
+        tv, ti = workgroup("tv", nw, t), workgroup("ti", nw, U32)
+        bufs += [tv, ti]
+        body += [
+            if_(lane().eq(u32(0)), [store(tv, lid() / u32(SUBGROUP), var("wm")),
+                                    store(ti, lid() / u32(SUBGROUP), var("w_i"))]),
+            barrier(),
+            let("pm", select(lane().lt(u32(nw)), tv[lane()], lit(-math.inf, t))),
+            let("pi", select(lane().lt(u32(nw)), ti[lane()], u32(_NONE))),
+        ]
+        nodes, gmax = subgroup_combine("g", var("pm"), Combine.MAX, t)
+        body += [*nodes, let("gm", gmax)]
+        body += _lowest_index("g", var("pm"), var("pi"), var("gm"))
+        body.append(if_(lid().eq(u32(0)), [store(val, wgid(), var("gm")), store(idx, wgid(), var("g_i"))]))
+    else:
+        g = var("g")
+        body += [
+            let("g", gid()),
+            let("bl", (n + buflen(val) - u32(1)) / buflen(val)),
+            let("lo", minimum(g * var("bl"), n)),
+            let("hi", minimum(var("lo") + var("bl"), n)),
+            loop("q", var("lo"), var("hi"), visit(var("q"), False)),
+            if_(g.lt(buflen(val)), [store(val, g, var("m")), store(idx, g, var("mi"))]),
+        ]
+    return Program.wrapped(bufs, GPU_WG if gpu else 1, body)
+
+
+def _lowest_index(prefix: str, m: Expr, mi: Expr, best: Expr) -> list[Node]:
+    """``<prefix>_i``: the lowest index among lanes whose value is ``best`` (NaN matches NaN)."""
+    hit = select(isnan(best), isnan(m), m.eq(best))
+    return [
+        let(f"{prefix}_c", select(hit, mi, u32(_NONE))),
+        let(f"{prefix}_i", subgroup_reduce(BinOpKind.MIN, var(f"{prefix}_c"))),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the passes
+
+
+def _gpu_form(ctx: Ctx) -> bool:
+    return ctx.gpu_form
+
+
+def _partials(n: int, gpu: bool) -> int:
+    """Workgroups (GPU) or blocks (CPU) of a pass over ``n`` elements."""
+    if gpu:
+        return builtins.max(1, builtins.min(gpu_workgroups_cap(), -(-n // (GPU_WG * GPU_UNROLL))))
+    if n >= CPU_PARALLEL_MIN:
+        return CPU_PARALLEL_BLOCKS
+    return builtins.max(1, -(-n // CPU_SMALL_BLOCK))
+
+
+def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post) -> Any:
+    t = arrs["x"].dtype
+    gpu = _gpu_form(ctx)
+    a = accumulator(kind, t)
+    n = arrs["x"].size
+    inputs = {name: arr.data for name, arr in arrs.items()}
+    g = _partials(n, gpu)
+    t_in = t
+    while True:
+        last = g == 1
+        prog = full_program(kind, t_in, t if last else a, gpu=gpu,
+                            post=post if last or post is Post.MEAN else Post.NONE, acc=a)
+        out = ctx.empty(g, t if last else a)
+        ctx.run(prog, {**inputs, "out": out}, g)
+        if last:
+            return ctx.scalar(out)
+        # later passes combine partials: sums of partials, max of maxima (mean's division and
+        # norm's squares happened in the first pass)
+        kind = Reduce.SUM if kind.combine is Combine.ADD else kind
+        if post is Post.MEAN:
+            post = Post.NONE
+        inputs = {"x": out}
+        t_in = a
+        g = _partials(g, gpu)
+
+
+def _reduce(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
+            gpu_form: bool | None = None) -> Any:
+    ctx, arrs = prepare(named, backend, ndim=1 if kind is Reduce.DOT else None)
+    if gpu_form is not None:
+        ctx.gpu_form = gpu_form
+    if kind is Reduce.DOT and arrs["x"].size != arrs["y"].size:
+        raise OpsError(f"dot of arrays of lengths {arrs['x'].size} and {arrs['y'].size}. "
+                       "Fix: pass two arrays of the same length")
+    return _run_full(ctx, kind, arrs, post)
+
+
+# ``deterministic``: every reduction already is (fixed partition and order, no float atomics, and
+# a partition that depends only on the length and the backend); the flag is accepted so callers
+# can state the requirement, and stays true of every future strategy (docs/ops.md).
+
+def sum(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+    """Sum of all elements (0 for an empty array). f32 accumulates in f64. See docs/ops.md for the
+    error bound and NaN rules; every call is bit-identical to the last on the same backend."""
+    return _reduce(Reduce.SUM, Post.NONE, {"x": x}, backend)
+
+
+def mean(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+    """Arithmetic mean (NaN for an empty array)."""
+    return _reduce(Reduce.SUM, Post.MEAN, {"x": x}, backend)
+
+
+def max(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+    """Largest element; NaN if any element is NaN; -inf for an empty array."""
+    return _reduce(Reduce.MAX, Post.NONE, {"x": x}, backend)
+
+
+def min(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+    """Smallest element; NaN if any element is NaN; +inf for an empty array."""
+    return _reduce(Reduce.MIN, Post.NONE, {"x": x}, backend)
+
+
+def dot(x: Any, y: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+    """``sum(x * y)`` of two 1-D arrays of one length (0 when empty); f32 in f64."""
+    return _reduce(Reduce.DOT, Post.NONE, {"x": x, "y": y}, backend)
+
+
+def norm(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+    """Euclidean norm ``sqrt(sum(x * x))`` over all elements (0 when empty). f32 squares are summed
+    in f64, so they never overflow; f64 squares overflow past 1e154, as numpy's do."""
+    return _reduce(Reduce.SUMSQ, Post.SQRT, {"x": x}, backend)
+
+
+def argmax(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+    """Flat index of the first maximum (numpy's rule: the first NaN if there is one), as an int64
+    scalar (numpy) or 0-d uint32 device array (device input). An empty array is an error."""
+    return _argmax(x, backend)
+
+
+def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
+    ctx, arrs = prepare({"x": x}, backend)
+    if gpu_form is not None:
+        ctx.gpu_form = gpu_form
+    n = arrs["x"].size
+    if n == 0:
+        raise OpsError("argmax of an empty array has no answer. Fix: check x.size > 0 before calling")
+    t = arrs["x"].dtype
+    gpu = _gpu_form(ctx)
+    inputs: dict[str, Any] = {"x": arrs["x"].data}
+    g = _partials(n, gpu)
+    while True:
+        prog = argmax_program(t, gpu=gpu, indexed="xi" in inputs)
+        val, idx = ctx.empty(g, t), ctx.empty(g, U32)
+        ctx.run(prog, {**inputs, "val": val, "idx": idx}, g)
+        if g == 1:
+            r = ctx.scalar(idx)
+            return r if ctx.gpu and ctx.kind.value != "numpy" else _int(r)
+        inputs = {"x": val, "xi": idx}
+        g = _partials(g, gpu)
+
+
+def _int(v: Any) -> Any:
+    import numpy as np
+
+    return np.int64(int(v))
+
