@@ -172,15 +172,70 @@ def test_arrays_of_a_user_stream_are_never_pinned(stream: int) -> None:
     assert make_fast_launch(None, {"a": a}, [], (), (1, 1, 1), (1, 1, 1), None, None, ()) is None  # type: ignore[arg-type]
 
 
-def test_host_and_torch_inputs_are_never_pinned() -> None:
-    class TorchLike(FakeDeviceArray):
-        pass
+class TorchLike(FakeDeviceArray):
+    """A stand-in for a PyTorch CUDA tensor: its storage can be swapped under the same object."""
 
-    TorchLike.__module__ = "torch.fake"  # tensors can swap storage under one identity (.set_())
+    class _Dev:
+        index = 0
+
+    device = _Dev()
+
+    def data_ptr(self) -> int:
+        return int(self.__cuda_array_interface__["data"][0])
+
+    def numel(self) -> int:
+        return int(self.shape[0])
+
+    def is_contiguous(self) -> bool:
+        return True
+
+
+TorchLike.__module__ = "torch.fake"
+
+
+def test_host_inputs_are_never_pinned() -> None:
     host = {"a": np.zeros(8, np.float32)}
-    torchy = {"a": TorchLike(4096, 8)}
-    for inputs in (host, torchy):
-        assert make_fast_launch(None, inputs, [], (), (1, 1, 1), (1, 1, 1), None, None, ()) is None  # type: ignore[arg-type]
+    assert make_fast_launch(None, host, [], (), (1, 1, 1), (1, 1, 1), None, None, ()) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("extended", [True, False], ids=["cuLaunchKernelEx", "cuLaunchKernel"])
+def test_torch_tensors_are_pinned_with_their_storage_checked_on_torchs_stream(
+        extended: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vyre.driver import fast_launch
+
+    stream = [0]
+    monkeypatch.setattr(fast_launch, "torch_stream", lambda index: stream[0])
+    t, u = TorchLike(4096, 8), FakeDeviceArray(8192, 8)
+    rec = Recorder(extended, 14)
+    fast = _fast({"t": t, "u": u}, rec)
+    assert fast.matches({"t": t, "u": u}, None, None)
+    assert fast({"t": t, "u": u}) is not None
+    stream[0] = 0x5000  # torch.cuda.stream(s): the next launch goes to s (or back to the checked path)
+    done = fast({"t": t, "u": u})
+    if extended:
+        assert done is not None and rec.calls[-1]["stream"] == 0x5000
+    else:
+        assert done is None and len(rec.calls) == 1
+    t.__cuda_array_interface__ = dict(t.__cuda_array_interface__, data=(12288, False))  # t.set_(other)
+    assert not fast.matches({"t": t, "u": u}, None, None)
+    t.__cuda_array_interface__ = dict(t.__cuda_array_interface__, data=(4096, False))
+    t.shape = (4,)  # t.resize_(4)
+    assert not fast.matches({"t": t, "u": u}, None, None)
+
+
+def test_a_graph_capture_stream_takes_every_cached_launch() -> None:
+    from vyre.driver.fast_launch import CAPTURE
+
+    a = FakeDeviceArray(4096, 8)
+    rec = Recorder(True, 7)
+    fast = _fast({"a": a}, rec)
+    CAPTURE.stream = 0x7000
+    try:
+        assert fast({"a": a}) is not None
+    finally:
+        CAPTURE.stream = None
+    assert fast({"a": a}) is not None
+    assert [c["stream"] for c in rec.calls] == [0x7000, None]
 
 
 def test_dispatch_takes_the_cached_launch_for_the_same_arrays(monkeypatch: pytest.MonkeyPatch) -> None:

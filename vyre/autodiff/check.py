@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
+from ..driver.arrays import kind_of
 from ..errors import AutodiffError
 from ..ir.expr import Cast, Expr, LitF32, LitF64
 from ..ir.functions import inline_nodes
@@ -43,7 +45,7 @@ def promote_f64(program: Program) -> Program:
     return Program(bufs, program.workgroup_size, map_exprs(body, _promote), ())
 
 
-def check_grad(program: Program, inputs: Mapping[str, np.ndarray], wrt: Sequence[str], *,
+def check_grad(program: Program, inputs: Mapping[str, Any], wrt: Sequence[str], *,
                outputs: Sequence[str] | None = None, directions: int = 3, eps: float = 1e-6,
                rtol: float | None = None, atol: float | None = None, seed: int = 0,
                backend: str | None = None, grid: Grid | None = None) -> float:
@@ -55,8 +57,12 @@ def check_grad(program: Program, inputs: Mapping[str, np.ndarray], wrt: Sequence
     ``1e-7 * (1 + |L|)`` so directions with a (near) zero derivative are judged absolutely.
     ``rtol`` defaults to 1e-5 for f64 programs and 2e-3 for f32 ones (whose gradients carry f32
     round-off). Raises AssertionError, with every direction's numbers, when the worst error
-    exceeds ``rtol``. Keep inputs away from kinks (``abs`` at 0, ``min`` ties, branch
+    exceeds ``rtol``. Inputs of any kind ``dispatch`` accepts are copied to the host first (the
+    probes run on numpy arrays on ``backend``). Keep inputs away from kinks (``abs`` at 0, ``min`` ties, branch
     boundaries), where finite differences are meaningless."""
+    # finite differences run in float64 on host copies: device arrays and DLPack objects are copied
+    # to numpy here, once (a check, not a hot path)
+    inputs = {k: kind_of(v).to_host(v) for k, v in inputs.items()}
     if outputs is None:
         outs = [b.name for b in program.buffers if b.is_output and b.element.is_float]
     else:

@@ -5,20 +5,29 @@ grid covers its largest output; a backward's own default would cover its gradien
 instead), binds every forward buffer with its pre-forward contents, and zero-fills the buffers
 it accumulates into. ``backend`` is passed to :func:`vyre.driver.dispatch.dispatch` (``None``:
 its default; ``"interp"`` is the reference interpreter).
+
+Arrays: whatever ``dispatch`` accepts. Buffers a runner allocates (copies of written buffers,
+gradients, tangents) are of the kind of the first array in ``inputs`` (numpy, CuPy, PyTorch on
+the same device, numba device arrays; :mod:`vyre.driver.arrays`) and stay on its device; results
+come back as that kind. Losses are floats for host arrays and float64 device scalars (0-d arrays)
+for CuPy and PyTorch CUDA tensors.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..driver.arrays import ArrayKind, first_kind
 from ..driver.geometry import Grid, default_grid, grid3
 from ..errors import AutodiffError
 from ..ir.program import Program
 from .forward import TANGENT_PREFIX, jvp_program
+from .fused import LOSS_PREFIX, loss_program, partial_count
 from .reverse import GRAD_PREFIX, STORED_PREFIX, grad
 
 
@@ -57,8 +66,21 @@ def _cached_fused(program: Program, output: str, inputs: tuple[str, ...], grid_1
     return grad(program, [output], list(inputs), grid_1d=grid_1d, with_value=True, unit_cotangent=True)
 
 
-def run_program(program: Program, arrays: Mapping[str, np.ndarray], *, backend: str | None,
-                grid: Grid | None) -> dict[str, np.ndarray]:
+def array_size(a: Any) -> int:
+    """Element count of any array vyre accepts (numpy, CuPy, PyTorch, numba, JAX)."""
+    n = getattr(a, "size", None)
+    if isinstance(n, int):
+        return n
+    return int(math.prod(np.shape(a)))
+
+
+def input_kind(inputs: Mapping[str, Any]) -> ArrayKind:
+    """The kind of array the runner allocates and returns: that of the first input."""
+    return first_kind(inputs.values())
+
+
+def run_program(program: Program, arrays: Mapping[str, Any], *, backend: str | None,
+                grid: Grid | None) -> dict[str, Any]:
     """Dispatch ``program`` (written arrays are updated in place) and return its written buffers."""
     from ..driver.dispatch import dispatch
 
@@ -72,7 +94,7 @@ def forward_lengths(program: Program, inputs: Mapping[str, Any]) -> dict[str, in
         if b.is_workgroup:
             continue
         if b.name in inputs:
-            out[b.name] = int(np.asarray(inputs[b.name]).size)
+            out[b.name] = array_size(inputs[b.name])
         elif b.count:
             out[b.name] = b.count
     return out
@@ -86,45 +108,46 @@ def forward_grid(program: Program, inputs: Mapping[str, Any], grid: Grid | None)
 
 
 def _arrays_for_forward_buffers(program: Program, inputs: Mapping[str, Any],
-                                lengths: Mapping[str, int]) -> dict[str, np.ndarray]:
+                                lengths: Mapping[str, int], kind: ArrayKind) -> dict[str, Any]:
     """Every forward storage buffer, as given or zero-filled (what the program sees before it runs)."""
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Any] = {}
     for b in program.buffers:
         if b.is_workgroup:
             continue
         if b.name in inputs:
             out[b.name] = inputs[b.name]
         elif b.name in lengths:
-            out[b.name] = np.zeros(lengths[b.name], dtype=b.element.np_dtype)
+            out[b.name] = kind.zeros(lengths[b.name], b.element.np_dtype)
         else:
             raise AutodiffError(f"buffer {b.name!r} was not passed and declares no count, so its "
                                 "length is unknown. Fix: pass an array for it")
     return out
 
 
-def vjp(program: Program, inputs: Mapping[str, np.ndarray], cotangents: Mapping[str, np.ndarray],
+def vjp(program: Program, inputs: Mapping[str, Any], cotangents: Mapping[str, Any],
         wrt: Sequence[str], *, backend: str | None = None, grid: Grid | None = None
-        ) -> dict[str, np.ndarray]:
+        ) -> dict[str, Any]:
     """Vector-Jacobian product: ``{w: sum_o J_o,w^T cotangents[o]}`` for every ``w`` in ``wrt``.
 
     ``inputs`` are the forward's arrays (pre-forward contents); ``cotangents`` maps each output to
     an array of its dtype and length."""
     g3 = forward_grid(program, inputs, grid)
     back = cached_grad(program, tuple(cotangents), tuple(wrt), g3[1:] == (1, 1))
+    kind = input_kind(inputs)
     lengths = forward_lengths(program, inputs)
     for name, cot in cotangents.items():
-        lengths.setdefault(name, int(np.asarray(cot).size))
-    args = _arrays_for_forward_buffers(program, inputs, lengths)
+        lengths.setdefault(name, array_size(cot))
+    args = _arrays_for_forward_buffers(program, inputs, lengths, kind)
     for name, cot in cotangents.items():
         args[GRAD_PREFIX + name] = cot
-    grads = _bind_gradients(program, back, inputs, lengths, list(cotangents), wrt, args)
+    grads = _bind_gradients(program, back, inputs, lengths, list(cotangents), wrt, args, kind)
     res = run_program(back, args, backend=backend, grid=g3)
-    return {w: np.asarray(res.get(GRAD_PREFIX + w, grads[w])) for w in wrt}
+    return {w: kind.wrap(res.get(GRAD_PREFIX + w, grads[w])) for w in wrt}
 
 
-def run_forward(program: Program, inputs: Mapping[str, np.ndarray], *, backend: str | None = None,
-                grid: Grid | None = None) -> dict[str, np.ndarray]:
-    """Run the forward on copies of the written buffers (``inputs`` stay pre-forward)."""
+def _forward_args(program: Program, inputs: Mapping[str, Any], kind: ArrayKind) -> dict[str, Any]:
+    """The forward's arrays: inputs as given, copies of the written ones, zeros for written buffers
+    not passed that have a known length."""
     lengths = forward_lengths(program, inputs)
     args = {}
     for b in program.buffers:
@@ -132,77 +155,90 @@ def run_forward(program: Program, inputs: Mapping[str, np.ndarray], *, backend: 
             continue
         if b.name in inputs:
             arr = inputs[b.name]
-            args[b.name] = np.array(arr, copy=True) if b.access.writable else arr
+            args[b.name] = kind.copy(arr) if b.access.writable else arr
         elif b.access.writable and b.name in lengths:
-            args[b.name] = np.zeros(lengths[b.name], dtype=b.element.np_dtype)
-    return run_program(program, args, backend=backend, grid=forward_grid(program, inputs, grid))
+            args[b.name] = kind.zeros(lengths[b.name], b.element.np_dtype)
+    return args
 
 
-def value_and_grad(program: Program, inputs: Mapping[str, np.ndarray], output: str,
-                   wrt: Sequence[str], *, cotangent: np.ndarray | None = None,
+def run_forward(program: Program, inputs: Mapping[str, Any], *, backend: str | None = None,
+                grid: Grid | None = None) -> dict[str, Any]:
+    """Run the forward on copies of the written buffers (``inputs`` stay pre-forward)."""
+    kind = input_kind(inputs)
+    res = run_program(program, _forward_args(program, inputs, kind), backend=backend,
+                      grid=forward_grid(program, inputs, grid))
+    return {k: kind.wrap(v) for k, v in res.items()}
+
+
+def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str,
+                   wrt: Sequence[str], *, cotangent: Any | None = None,
                    backend: str | None = None, grid: Grid | None = None
-                   ) -> tuple[float, dict[str, np.ndarray]]:
+                   ) -> tuple[Any, dict[str, Any]]:
     """``(loss, {w: dloss/dw})`` with ``loss = sum(output)``, or ``<cotangent, output>`` when a
-    cotangent is given (accumulated in float64).
+    cotangent is given, accumulated in float64: a float for host arrays, a float64 device scalar
+    for CuPy arrays and PyTorch CUDA tensors (a float for numba device arrays).
 
     Without a cotangent, one fused kernel (``grad(..., with_value=True, unit_cotangent=True)``)
-    computes the outputs and the gradients in a single pass."""
+    computes the outputs, the gradients and, on device arrays, partial sums of the loss in a single
+    pass (:mod:`vyre.autodiff.fused`). For a loop, :func:`value_and_grad_fn` keeps the compiled
+    program and the buffers between calls."""
     if cotangent is None:
         return _fused_value_and_grad(program, inputs, output, wrt, backend=backend, grid=grid)
+    kind = input_kind(inputs)
     outs = run_forward(program, inputs, backend=backend, grid=grid)
-    val = np.asarray(outs[output]).reshape(-1)
-    cot = np.asarray(cotangent)
-    loss = float(np.dot(val.astype(np.float64), cot.reshape(-1).astype(np.float64)))
-    return loss, vjp(program, inputs, {output: cot}, wrt, backend=backend, grid=grid)
+    loss = kind.vdot(outs[output], cotangent)
+    return loss, vjp(program, inputs, {output: cotangent}, wrt, backend=backend, grid=grid)
 
 
-def jvp(program: Program, inputs: Mapping[str, np.ndarray], tangents: Mapping[str, np.ndarray],
+def jvp(program: Program, inputs: Mapping[str, Any], tangents: Mapping[str, Any],
         *, outputs: Sequence[str] | None = None, backend: str | None = None,
-        grid: Grid | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        grid: Grid | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Jacobian-vector product: ``(primal outputs, {o: J_o tangents})`` for the float outputs
     (default: every output the tangents reach)."""
     tp = jvp_program(program, list(tangents), None if outputs is None else list(outputs))
     g3 = forward_grid(program, inputs, grid)
+    kind = input_kind(inputs)
     lengths = forward_lengths(program, inputs)
-    args: dict[str, np.ndarray] = {}
+    args: dict[str, Any] = {}
     for b in tp.buffers:
         if b.is_workgroup:
             continue
         if b.name in inputs:
             arr = inputs[b.name]
-            args[b.name] = np.array(arr, copy=True) if b.access.writable else arr
+            args[b.name] = kind.copy(arr) if b.access.writable else arr
         elif b.name.startswith(TANGENT_PREFIX) and b.name[len(TANGENT_PREFIX):] in tangents:
             t = tangents[b.name[len(TANGENT_PREFIX):]]
-            args[b.name] = np.array(t, copy=True) if b.access.writable else t
+            args[b.name] = kind.copy(t) if b.access.writable else t
         else:
             base = b.name[len(TANGENT_PREFIX):] if b.name.startswith(TANGENT_PREFIX) else b.name
             if base not in lengths:
                 raise AutodiffError(f"buffer {base!r} was not passed and declares no count. "
                                     "Fix: pass an array for it")
-            args[b.name] = np.zeros(lengths[base], dtype=b.element.np_dtype)
+            args[b.name] = kind.zeros(lengths[base], b.element.np_dtype)
     res = run_program(tp, args, backend=backend, grid=g3)
     outs = [b.name for b in tp.buffers if b.is_output and b.name.startswith(TANGENT_PREFIX)]
-    primal = {b.name: np.asarray(res[b.name]) for b in program.buffers if b.is_output and b.name in res}
-    return primal, {o[len(TANGENT_PREFIX):]: np.asarray(res[o]) for o in outs}
+    primal = {b.name: kind.wrap(res[b.name]) for b in program.buffers if b.is_output and b.name in res}
+    return primal, {o[len(TANGENT_PREFIX):]: kind.wrap(res[o]) for o in outs}
 
 
-def hvp(program: Program, inputs: Mapping[str, np.ndarray], output: str, wrt: Sequence[str],
-        vectors: Mapping[str, np.ndarray], *, cotangent: np.ndarray | None = None,
-        backend: str | None = None, grid: Grid | None = None) -> dict[str, np.ndarray]:
+def hvp(program: Program, inputs: Mapping[str, Any], output: str, wrt: Sequence[str],
+        vectors: Mapping[str, Any], *, cotangent: Any | None = None,
+        backend: str | None = None, grid: Grid | None = None) -> dict[str, Any]:
     """Hessian-vector product of ``loss = <cotangent (default ones), output>`` by forward-over-
     reverse: the tangent program of the backward program. ``vectors`` maps each ``wrt`` input to
     its direction; returns ``{w: (H v)_w}``."""
     g3 = forward_grid(program, inputs, grid)
     back = cached_grad(program, (output,), tuple(wrt), g3[1:] == (1, 1))
+    kind = input_kind(inputs)
     lengths = forward_lengths(program, inputs)
-    args = _arrays_for_forward_buffers(program, inputs, lengths)
+    args = _arrays_for_forward_buffers(program, inputs, lengths, kind)
     n_out = lengths[output]
-    args[GRAD_PREFIX + output] = (np.ones(n_out, dtype=program.buffer(output).element.np_dtype)
+    args[GRAD_PREFIX + output] = (kind.ones(n_out, program.buffer(output).element.np_dtype)
                                   if cotangent is None else cotangent)
     if any(b.name == STORED_PREFIX + output for b in back.buffers):
-        args[STORED_PREFIX + output] = np.zeros(n_out, dtype=np.uint32)
+        args[STORED_PREFIX + output] = kind.zeros(n_out, np.dtype(np.uint32))
     for w in wrt:
-        args[GRAD_PREFIX + w] = np.zeros_like(np.asarray(inputs[w]))
+        args[GRAD_PREFIX + w] = kind.zeros_like(inputs[w])
     missing = [w for w in wrt if w not in vectors]
     if missing:
         raise AutodiffError(f"no direction given for {missing}. Fix: pass vectors for every wrt input")
@@ -211,33 +247,38 @@ def hvp(program: Program, inputs: Mapping[str, np.ndarray], output: str, wrt: Se
     return {w: tans[GRAD_PREFIX + w] for w in wrt}
 
 
-def _fused_value_and_grad(program: Program, inputs: Mapping[str, np.ndarray], output: str,
+def _fused_value_and_grad(program: Program, inputs: Mapping[str, Any], output: str,
                           wrt: Sequence[str], *, backend: str | None, grid: Grid | None
-                          ) -> tuple[float, dict[str, np.ndarray]]:
+                          ) -> tuple[Any, dict[str, Any]]:
     g3 = forward_grid(program, inputs, grid)
-    fused = cached_fused(program, output, tuple(wrt), g3[1:] == (1, 1))
+    kind = input_kind(inputs)
+    # on device arrays the loss is summed inside the kernel (no second pass over the output); on the
+    # host the output is summed in float64 afterwards, which is as fast and more accurate
+    fused, partials = (loss_program(program, output, tuple(wrt), g3[1:] == (1, 1), True) if kind.device
+                       else (cached_fused(program, output, tuple(wrt), g3[1:] == (1, 1)), False))
     lengths = forward_lengths(program, inputs)
-    args = _arrays_for_forward_buffers(program, inputs, lengths)
+    args = _arrays_for_forward_buffers(program, inputs, lengths, kind)
     for b in program.buffers:  # the forward writes these: give it copies, inputs stay pre-forward
-        if b.access.writable and not b.is_workgroup:
-            args[b.name] = np.array(args[b.name], copy=True)
-    grads = _bind_gradients(program, fused, inputs, lengths, [output], wrt, args)
+        if b.access.writable and not b.is_workgroup and b.name in inputs:
+            args[b.name] = kind.copy(args[b.name])
+    grads = _bind_gradients(program, fused, inputs, lengths, [output], wrt, args, kind)
+    if partials:
+        args[LOSS_PREFIX + output] = kind.zeros(partial_count(lengths[output]), np.dtype(np.float64))
     res = run_program(fused, args, backend=backend, grid=g3)
-    val = np.asarray(res[output]).reshape(-1)
-    loss = float(np.sum(val, dtype=np.float64))
-    return loss, {w: np.asarray(res.get(GRAD_PREFIX + w, grads[w])) for w in wrt}
+    loss = kind.total(res[LOSS_PREFIX + output] if partials else res[output])
+    return loss, {w: kind.wrap(res.get(GRAD_PREFIX + w, grads[w])) for w in wrt}
 
 
 def _bind_gradients(program: Program, back: Program, inputs: Mapping[str, Any], lengths: Mapping[str, int],
-                    outputs: Sequence[str], wrt: Sequence[str], args: dict[str, np.ndarray]
-                    ) -> dict[str, np.ndarray]:
+                    outputs: Sequence[str], wrt: Sequence[str], args: dict[str, Any], kind: ArrayKind
+                    ) -> dict[str, Any]:
     """Zero-filled ``stored_<out>`` flags (where the backward has them) and ``grad_<w>`` arrays, added
     to ``args``; returns the gradient arrays by input name."""
     for name in outputs:
         if any(b.name == STORED_PREFIX + name for b in back.buffers):
-            args[STORED_PREFIX + name] = np.zeros(lengths[name], dtype=np.uint32)
-    grads = {w: np.zeros_like(np.asarray(inputs[w])) if w in inputs
-             else np.zeros(lengths.get(w, 0), dtype=program.buffer(w).element.np_dtype) for w in wrt}
+            args[STORED_PREFIX + name] = kind.zeros(lengths[name], np.dtype(np.uint32))
+    grads = {w: kind.zeros_like(inputs[w]) if w in inputs
+             else kind.zeros(lengths.get(w, 0), program.buffer(w).element.np_dtype) for w in wrt}
     for w, arr in grads.items():
         args[GRAD_PREFIX + w] = arr
     return grads

@@ -1,7 +1,8 @@
 """Binding caller arrays to a program's buffers: the checks every backend shares.
 
 Rules (docs/semantics.md, "Memory"): every storage buffer is bound to a 1-D view of a C-contiguous
-array of exactly the element dtype; nothing is converted or truncated. A buffer the caller leaves out
+array of exactly the element dtype; nothing is converted or truncated. Host objects that speak
+DLPack (PyTorch CPU tensors, JAX CPU arrays) are bound through a zero-copy numpy view. A buffer the caller leaves out
 is allocated zero-filled when the program writes it and declares a ``count``; a read-only buffer
 that is left out is an error. Arrays given for written buffers are written in place. Two buffers
 may not be bound to overlapping memory when the program writes either (:func:`check_disjoint`).
@@ -16,6 +17,7 @@ import numpy as np
 
 from ..errors import DispatchError, VyreError
 from ..ir import BufferDecl, Program
+from .dlpack import DL_CPU, dlpack_device, host_view, is_dlpack, is_immutable
 
 
 def check_names(program: Program, names: list[str], err: type[VyreError] = DispatchError) -> None:
@@ -40,8 +42,26 @@ def storage_buffers(program: Program) -> list[BufferDecl]:
     return [b for b in program.buffers if not b.is_workgroup]
 
 
+def host_array(decl: BufferDecl, obj: Any, err: type[VyreError] = DispatchError) -> Any:
+    """``obj`` itself, or for a host DLPack object (a PyTorch CPU tensor, a JAX CPU array) its
+    zero-copy numpy view; immutable arrays (JAX) are refused for written buffers."""
+    if isinstance(obj, np.ndarray) or not is_dlpack(obj):
+        return obj
+    if dlpack_device(obj) != DL_CPU:
+        raise err(f"buffer {decl.name!r} is a {type(obj).__name__} on a device (DLPack device type "
+                  f"{dlpack_device(obj)}); this backend runs on the host. Fix: dispatch with backend='cuda', "
+                  "or pass a host array")
+    if decl.access.writable and is_immutable(obj):
+        raise err(f"buffer {decl.name!r} is written by the program but a {type(obj).__name__} is immutable. "
+                  "Fix: pass a writable array for it (or leave it out to have it allocated)")
+    return host_view(obj, decl.name, err)
+
+
 def check_host_array(decl: BufferDecl, arr: Any, err: type[VyreError] = DispatchError) -> np.ndarray:
-    """Validate one host array for ``decl`` and return its flat view (no copy)."""
+    """Validate one host array for ``decl`` and return its flat view (no copy). Host DLPack objects
+    (PyTorch CPU tensors, ...) are viewed through :func:`host_array`."""
+    if not isinstance(arr, np.ndarray):
+        arr = host_array(decl, arr, err)
     if not isinstance(arr, np.ndarray):
         raise err(
             f"buffer {decl.name!r} got a {type(arr).__name__}, expected a numpy array of "

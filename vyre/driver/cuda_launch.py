@@ -11,10 +11,12 @@ import numpy as np
 from ..errors import DispatchError
 from ..ir import BufferDecl
 from .bind import (
-    Span, check_disjoint, check_host_array, check_names, missing_buffer, spans_overlap, storage_buffers,
+    Span, check_disjoint, check_host_array, check_names, host_array, missing_buffer, spans_overlap,
+    storage_buffers,
 )
 from .devices import current_device, inputs_device, on_device
-from .fast_launch import make_fast_launch
+from .dlpack import DL_CPU, device_view, dlpack_device, is_dlpack, is_immutable
+from .fast_launch import launch_stream, make_fast_launch
 from .geometry import grid3
 
 if TYPE_CHECKING:
@@ -60,18 +62,41 @@ def _device_view(decl: BufferDecl, obj: Any) -> Any:
     return arr.reshape(n) if arr.ndim != 1 else arr
 
 
+def _check_torch(decl: BufferDecl | None, obj: Any) -> None:
+    if getattr(obj, "requires_grad", False):
+        name = "?" if decl is None else decl.name
+        raise DispatchError(f"buffer {name!r} is a PyTorch tensor that requires grad; vyre's kernels are "
+                            "outside autograd. Fix: pass tensor.detach(), or use vyre.torch.function for "
+                            "gradients through autograd")
+
+
 def device_arg(decl: BufferDecl, obj: Any) -> tuple[Any, np.ndarray | None]:
     """The device array a launch binds to ``decl``: a zero-filled allocation when ``obj`` is None
-    (written buffers with a declared count only), a zero-copy view of a device array, or a copy of a
-    checked host array (returned too, as the second element, so results can be copied back)."""
+    (written buffers with a declared count only), a zero-copy view of a device array (CUDA array
+    interface or DLPack), or a copy of a checked host array (returned too, as the second element, so
+    results can be copied back; host DLPack objects such as PyTorch CPU tensors are viewed as numpy
+    arrays first)."""
     from numba import cuda
 
     if obj is None:
         if not decl.access.writable or decl.count <= 0:
             raise missing_buffer(decl)
         return cuda.to_device(np.zeros(decl.count, dtype=decl.element.np_dtype)), None
-    if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, np.ndarray):
+    if isinstance(obj, np.ndarray):
+        flat = check_host_array(decl, obj)
+        return cuda.to_device(flat), flat
+    if type(obj).__module__.startswith("torch"):
+        _check_torch(decl, obj)
+    if decl.access.writable and is_immutable(obj):
+        raise DispatchError(f"buffer {decl.name!r} is written by the program but a {type(obj).__name__} is "
+                            "immutable. Fix: pass a writable array for it (or leave it out to have it allocated)")
+    if hasattr(obj, "__cuda_array_interface__"):
         return _device_view(decl, obj), None
+    if is_dlpack(obj):
+        if dlpack_device(obj) != DL_CPU:
+            return _device_view(decl, device_view(obj, decl.name)), None
+        flat = check_host_array(decl, host_array(decl, obj))
+        return cuda.to_device(flat), flat
     flat = check_host_array(decl, obj)
     return cuda.to_device(flat), flat
 
@@ -84,6 +109,10 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
         done = fast(inputs)
         if done is not None:
             return done
+    for name, obj in inputs.items():  # before anything reads a tensor's __cuda_array_interface__
+        if type(obj).__module__.startswith("torch"):
+            _check_torch(kernel.program.buffer(name) if isinstance(name, str) and name in kernel.binder.names
+                         else None, obj)
     if kernel.backend == "cuda":
         dev = inputs_device(inputs, device)
         if dev is not None and dev != current_device():
@@ -101,17 +130,24 @@ _load_lock = threading.Lock()
 
 
 def _first_launch_guarded(kernel: Kernel, griddim: tuple[int, int, int], blockdim: tuple[int, int, int],
-                          dev_args: list[Any], scalars: tuple[int, ...]) -> None:
-    """Launch ``kernel._fn``; its first launch on each device is serialised (see ``_loaded``)."""
+                          dev_args: list[Any], scalars: tuple[int, ...], stream: int = 0) -> None:
+    """Launch ``kernel._fn`` (on ``stream``, 0: the legacy default); its first launch on each device
+    is serialised (see ``_loaded``)."""
+    if stream:
+        from numba import cuda
+
+        fn = kernel._fn[griddim, blockdim, cuda.external_stream(stream)]
+    else:
+        fn = kernel._fn[griddim, blockdim]
     if kernel.backend != "cuda":
-        kernel._fn[griddim, blockdim](*dev_args, *scalars)
+        fn(*dev_args, *scalars)
         return
     key = (id(kernel._fn), current_device())
     if key in _loaded:
-        kernel._fn[griddim, blockdim](*dev_args, *scalars)
+        fn(*dev_args, *scalars)
         return
     with _load_lock:
-        kernel._fn[griddim, blockdim](*dev_args, *scalars)
+        fn(*dev_args, *scalars)
         _loaded.add(key)
 
 
@@ -160,7 +196,8 @@ def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None
         scalars: tuple[int, ...] = (n, la.ipt)
     else:
         griddim, blockdim, scalars = g, program.workgroup_size, ()
-    _first_launch_guarded(kernel, griddim, blockdim, dev_args, scalars)
+    stream = launch_stream(inputs)
+    _first_launch_guarded(kernel, griddim, blockdim, dev_args, scalars, stream)
     for d, flat in copy_back:
         d.copy_to_host(flat)
     want_device = any_device if return_device is None else return_device
@@ -176,5 +213,5 @@ def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None
                 r.copy_to_host() if hasattr(r, "copy_to_host") else cuda.as_cuda_array(r).copy_to_host())
     if pin and not copy_back and want_device and len(inputs) == len(dev_args) and kernel.backend == "cuda":
         kernel._fast = make_fast_launch(kernel, inputs, dev_args, scalars, griddim, blockdim, grid,
-                                        return_device, tuple(out))
+                                        return_device, tuple(out), stream)
     return out

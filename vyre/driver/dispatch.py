@@ -151,8 +151,10 @@ class Kernel:
         return {b.name: _shaped(inputs.get(b.name), arrays[b.name]) for b in self.writable}
 
 
-def _shaped(given: Any, flat: np.ndarray) -> np.ndarray:
-    return given if isinstance(given, np.ndarray) else flat
+def _shaped(given: Any, flat: np.ndarray) -> Any:
+    """A written buffer as returned: the caller's own array (numpy, or a DLPack object such as a
+    PyTorch CPU tensor, written in place through its view), else the allocated one."""
+    return flat if given is None else given
 
 
 def compile(program: Program, backend: str | None = None, *, parallel: bool = True,

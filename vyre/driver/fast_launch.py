@@ -8,11 +8,18 @@ meminfo, parent, nitems, itemsize, data, shape, stride; then the scalars) and a 
 loop, ~0.1 us) and one ctypes call of four arguments (~0.2 us; the 11-argument ``cuLaunchKernel``
 costs ~0.55 us in ctypes conversions alone).
 
-Identity is the whole contract: an array object passed again is the same device storage (numba,
-CuPy and other CAI arrays cannot swap their pointer under the same object; PyTorch tensors can,
-through ``.set_()``, so they never take this path; nor do arrays exported from a stream other
-than a default one, see :func:`_on_a_default_stream`). The arrays are held weakly (an array that
-cannot be is never pinned), so a kernel's last launch keeps no caller memory alive.
+Identity is the contract: an array object passed again is the same device storage (numba, CuPy
+and other CAI arrays cannot swap their pointer under the same object; arrays exported from a
+stream other than a default one never take this path, see :func:`_on_a_default_stream`). PyTorch
+tensors can swap their storage in place (``.set_()``, ``.resize_()``, ``.as_strided_()``), so for
+them the cached launch also compares the data pointer, the element count and contiguity (about
+0.2 us per tensor). The arrays are held weakly (an array that cannot be is never pinned), so a
+kernel's last launch keeps no caller memory alive.
+
+Streams: vyre launches on the legacy default stream, except for PyTorch tensors, whose launches
+(cached or not) go to PyTorch's current stream of the tensor's device (``torch.cuda.stream(s)``
+is honoured, read on every call), and inside a :func:`vyre.graph.capture` block, whose capture
+stream takes every launch.
 """
 
 from __future__ import annotations
@@ -59,6 +66,34 @@ _launcher: Launcher | None = None
 CUDA_ERROR_INVALID_CONTEXT = 201
 
 
+class _Capture:
+    """The stream a :func:`vyre.graph.capture` block captures on (None outside one)."""
+
+    stream: int | None = None
+
+
+CAPTURE = _Capture()
+
+
+def torch_stream(device_index: int | None) -> int:
+    """PyTorch's current stream (a ``CUstream`` as an int) on device ``device_index``."""
+    import torch
+
+    return int(torch._C._cuda_getCurrentRawStream(torch.cuda.current_device() if device_index is None
+                                                   else device_index))
+
+
+def launch_stream(inputs: Mapping[str, Any]) -> int:
+    """The stream a launch over ``inputs`` goes to: the capture stream inside a graph capture, else
+    PyTorch's current stream when any input is a PyTorch tensor, else 0 (legacy default)."""
+    if CAPTURE.stream is not None:
+        return CAPTURE.stream
+    for v in inputs.values():
+        if type(v).__module__.startswith("torch"):
+            return torch_stream(v.device.index)
+    return 0
+
+
 def driver_launcher() -> Launcher:
     """The launch entry point of libcuda (OSError without a driver)."""
     global _launcher
@@ -98,6 +133,11 @@ class FastLaunch:
     return_device: bool | None
     call: Callable[[], int]
     keep: tuple[Any, ...]  # the ctypes storage the argument pointers point into
+    # PyTorch tensors: (name, data pointer, element count) as packed; their stream is PyTorch's
+    tensors: tuple[tuple[str, int, int], ...] = ()
+    torch_device: int | None = None
+    cfg: Any = None  # the CUlaunchConfig whose stream field is set per call (cuLaunchKernelEx)
+    stream: int = 0
 
     def matches(self, inputs: Mapping[str, Any], grid: Any, return_device: bool | None) -> bool:
         if grid != self.grid or return_device != self.return_device or len(inputs) != len(self.refs):
@@ -106,13 +146,29 @@ class FastLaunch:
             obj = ref()
             if obj is None or inputs.get(name) is not obj:
                 return False
+        for name, ptr, n in self.tensors:  # storage swapped under the same tensor object?
+            t = inputs[name]
+            if t.data_ptr() != ptr or t.numel() != n or not t.is_contiguous():
+                return False
         return True
+
+    def _stream_now(self) -> int:
+        if CAPTURE.stream is not None:
+            return CAPTURE.stream
+        return 0 if self.torch_device is None else torch_stream(self.torch_device)
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
         """Launch; ``inputs`` must be what :meth:`matches` just accepted. Returns a new dict of the
         written buffers (the caller's own arrays, written in place), or None when this thread has
-        no current CUDA context (a thread other than the first dispatch's): then nothing ran, and
-        the checked path, which numba runs in its context, must take the call."""
+        no current CUDA context (a thread other than the first dispatch's) or the launch would need
+        another stream than this launch can be given: then nothing ran, and the checked path must
+        take the call."""
+        s = self._stream_now() if self.torch_device is not None or CAPTURE.stream is not None else 0
+        if s != self.stream:
+            if self.cfg is None:
+                return None
+            self.cfg.stream = s
+            self.stream = s
         err = self.call()
         if err:
             if err == CUDA_ERROR_INVALID_CONTEXT:
@@ -128,9 +184,9 @@ class FastLaunch:
 def build_fast_launch(launcher: Launcher, func: int, inputs: Mapping[str, Any], dev_args: list[Any],
                       scalars: tuple[int, ...], griddim: tuple[int, int, int],
                       blockdim: tuple[int, int, int], grid: Any, launch: Any,
-                      return_device: bool | None, written: tuple[str, ...]) -> FastLaunch | None:
+                      return_device: bool | None, written: tuple[str, ...], stream: int = 0) -> FastLaunch | None:
     """Pack the arguments of one launch of ``func`` (a CUfunction handle) once, for repeating; None
-    when an input cannot be referenced weakly."""
+    when an input cannot be referenced weakly. ``stream``: the stream of this launch."""
     try:
         refs = tuple((name, weakref.ref(obj)) for name, obj in inputs.items())
     except TypeError:
@@ -140,16 +196,21 @@ def build_fast_launch(launcher: Launcher, func: int, inputs: Mapping[str, Any], 
     base = ctypes.addressof(vals)
     ptrs = (ctypes.c_void_p * len(vals_list))(*[base + 8 * i for i in range(len(vals_list))])
     handle = ctypes.c_void_p(func)
+    tensors = tuple((name, int(obj.data_ptr()), int(obj.numel())) for name, obj in inputs.items()
+                    if type(obj).__module__.startswith("torch"))
+    torch_device = next((int(obj.device.index) for obj in inputs.values()
+                         if type(obj).__module__.startswith("torch")), None)
+    cfg = None
     if launcher.extended:
-        cfg = LaunchConfig(*griddim, *blockdim, 0, None, None, 0)
+        cfg = LaunchConfig(*griddim, *blockdim, 0, stream or None, None, 0)
         call = functools.partial(launcher.fn, ctypes.byref(cfg), handle, ptrs, None)
         keep: tuple[Any, ...] = (vals, ptrs, cfg)
     else:
         u = ctypes.c_uint
-        call = functools.partial(launcher.fn, handle, *(u(v) for v in (*griddim, *blockdim)), u(0), None,
-                                 ptrs, None)
+        call = functools.partial(launcher.fn, handle, *(u(v) for v in (*griddim, *blockdim)), u(0),
+                                 ctypes.c_void_p(stream or None), ptrs, None)
         keep = (vals, ptrs)
-    return FastLaunch(refs, written, grid, launch, return_device, call, keep)
+    return FastLaunch(refs, written, grid, launch, return_device, call, keep, tensors, torch_device, cfg, stream)
 
 
 def _on_a_default_stream(obj: Any) -> bool:
@@ -163,11 +224,11 @@ def _on_a_default_stream(obj: Any) -> bool:
 
 def make_fast_launch(kernel: Kernel, inputs: Mapping[str, Any], dev_args: list[Any], scalars: tuple[int, ...],
                      griddim: tuple[int, int, int], blockdim: tuple[int, int, int], grid: Any,
-                     return_device: bool | None, written: tuple[str, ...]) -> FastLaunch | None:
+                     return_device: bool | None, written: tuple[str, ...], stream: int = 0) -> FastLaunch | None:
     """The repeatable launch for this call, or None when the inputs cannot be pinned (host arrays,
-    objects whose storage can be swapped under the same identity) or the driver is not reachable."""
+    DLPack imports, arrays exported from another stream) or the driver is not reachable."""
     if any(isinstance(v, np.ndarray) or not hasattr(v, "__cuda_array_interface__")
-           or type(v).__module__.startswith("torch") or not _on_a_default_stream(v) for v in inputs.values()):
+           or not _on_a_default_stream(v) for v in inputs.values()):
         return None
     overloads = list(kernel._fn.overloads.values())
     if len(overloads) != 1:
@@ -183,4 +244,4 @@ def make_fast_launch(kernel: Kernel, inputs: Mapping[str, Any], dev_args: list[A
     except Exception:  # no libcuda / bindings: numba's own launch keeps working
         return None
     return build_fast_launch(launcher, int(func), inputs, dev_args, scalars, griddim, blockdim, grid,
-                             kernel.launch, return_device, written)
+                             kernel.launch, return_device, written, stream)

@@ -1,0 +1,142 @@
+"""``value_and_grad_fn``: a compiled value-and-gradient callable for loops.
+
+``vg = value_and_grad_fn(program, "out", ["x", "y"])`` builds the fused program once (forward
+values, gradients of ``sum(out)`` and, on device arrays, the loss in partial sums: one kernel,
+:mod:`vyre.autodiff.fused`); ``loss, grads = vg({"x": x, "y": y})`` then costs that kernel's
+cached launch, a zero fill of the loss partials (and of gradients that are accumulated rather
+than stored), and the loss's reduction, when called again over the very same arrays.
+
+Buffers: everything the handle allocates (gradients, outputs not passed, loss partials) is of
+the inputs' kind and device and is **reused** by the next call over the same input arrays, like
+PyTorch's ``.grad``: copy a gradient to keep it past the next call. The loss is a fresh value
+each call (a float on the host, a float64 device scalar for CuPy / PyTorch CUDA). Arrays passed
+for buffers the forward writes are written in place. A call over other arrays (or another
+``grid``) sets up new buffers; the handle holds the arrays of its last set weakly.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..driver.arrays import ArrayKind
+from ..driver.geometry import Grid, grid3
+from ..errors import AutodiffError
+from ..ir.program import Program
+from .fused import LOSS_PREFIX, loss_program, needs_zero_fill, partial_count
+from .reverse import GRAD_PREFIX, STORED_PREFIX
+from .runners import array_size, forward_grid, forward_lengths, input_kind
+
+
+@dataclass(eq=False)
+class _Setup:
+    """The buffers for one set of input arrays."""
+
+    refs: tuple[tuple[str, weakref.ref[Any]], ...]
+    own: dict[str, Any]  # buffers the handle allocated, by buffer name
+    zero: tuple[Any, ...]  # those to zero-fill before each launch
+    grads: dict[str, Any]
+    loss_of: Any  # the partials buffer, or the output to sum
+    kind: ArrayKind
+    grid: tuple[int, int, int]
+    program: Program  # the fused program this set runs
+
+    def matches(self, inputs: Mapping[str, Any]) -> bool:
+        if len(inputs) != len(self.refs):
+            return False
+        for name, ref in self.refs:
+            obj = ref()
+            if obj is None or inputs.get(name) is not obj:
+                return False
+        return True
+
+
+class ValueAndGrad:
+    """``sum(output)`` and its gradients with respect to ``wrt`` (module docs)."""
+
+    def __init__(self, program: Program, output: str, wrt: Sequence[str], *, backend: str | None = None,
+                 grid: Grid | None = None) -> None:
+        if not isinstance(program, Program):
+            raise AutodiffError(f"expected a vyre Program, got {type(program).__name__}. "
+                                "Fix: build one with Program.wrapped(...)")
+        self.program = program
+        self.output = output
+        self.wrt = tuple(wrt)
+        self.backend = backend
+        self.grid = None if grid is None else grid3(grid)
+        # built now, so request errors (unknown names, non-differentiable programs) surface here
+        for grid_1d in ((True,) if self.grid is None or self.grid[1:] == (1, 1) else (False,)):
+            loss_program(program, output, self.wrt, grid_1d, False)
+        self._setup: _Setup | None = None
+
+    def __call__(self, inputs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+        from ..driver.dispatch import dispatch
+
+        st = self._setup
+        if st is None or not st.matches(inputs):
+            st = self._setup = self._prepare(inputs)
+        for a in st.zero:
+            st.kind.zero_(a)
+        args = dict(st.own)
+        args.update(inputs)
+        dispatch(st.program, args, backend=self.backend, grid=st.grid)
+        return st.kind.total(st.loss_of), dict(st.grads)
+
+    def _prepare(self, inputs: Mapping[str, Any]) -> _Setup:
+        if not isinstance(inputs, Mapping):
+            raise AutodiffError(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
+                                "Fix: pass a dict like {'x': x}")
+        declared = {b.name for b in self.program.buffers}
+        for name in inputs:
+            if name not in declared:
+                raise AutodiffError(f"unknown buffer {name!r}; the program declares {sorted(declared)}. "
+                                    "Fix: pass only the forward's buffers (the handle allocates the gradients)")
+        kind = input_kind(inputs)
+        g3 = forward_grid(self.program, inputs, self.grid)
+        # device arrays: the loss is summed in the kernel; the host sums the output afterwards in float64
+        fused, partials = loss_program(self.program, self.output, self.wrt, g3[1:] == (1, 1), False, kind.device)
+        lengths = forward_lengths(self.program, inputs)
+        own: dict[str, Any] = {}
+        zero: list[Any] = []
+        for b in self.program.buffers:
+            if b.is_workgroup or b.name in inputs:
+                continue
+            if b.name not in lengths:
+                raise AutodiffError(f"buffer {b.name!r} was not passed and declares no count, so its length "
+                                    "is unknown. Fix: pass an array for it")
+            own[b.name] = kind.zeros(lengths[b.name], b.element.np_dtype)
+        invocations = g3[0] * g3[1] * g3[2] * self.program.workgroup_invocations
+        grads: dict[str, Any] = {}
+        for w in self.wrt:
+            g = (kind.zeros_like(inputs[w]) if w in inputs
+                 else kind.zeros(lengths[w], self.program.buffer(w).element.np_dtype))
+            own[GRAD_PREFIX + w] = grads[w] = g
+            if needs_zero_fill(fused, w) or invocations < lengths[w]:
+                zero.append(g)
+        if any(b.name == STORED_PREFIX + self.output for b in fused.buffers):
+            own[STORED_PREFIX + self.output] = flags = kind.zeros(lengths[self.output], np.dtype(np.uint32))
+            zero.append(flags)
+        loss_of: Any
+        if partials:
+            loss_of = own[LOSS_PREFIX + self.output] = kind.zeros(partial_count(lengths[self.output]),
+                                                                np.dtype(np.float64))
+            zero.append(loss_of)
+        else:
+            loss_of = inputs.get(self.output, own.get(self.output))
+        try:
+            refs = tuple((name, weakref.ref(obj)) for name, obj in inputs.items())
+        except TypeError:
+            refs = ()  # arrays that cannot be referenced weakly never match: set up again each call
+        if any(array_size(v) == 0 for v in inputs.values()):
+            refs = ()
+        return _Setup(refs if len(refs) == len(inputs) else (), own, tuple(zero), grads, loss_of, kind, g3, fused)
+
+def value_and_grad_fn(program: Program, output: str, wrt: Sequence[str], *, backend: str | None = None,
+                      grid: Grid | None = None) -> ValueAndGrad:
+    """A reusable ``inputs -> (sum(output), {w: d sum(output) / dw})`` callable (module docs), in the
+    spirit of ``jax.value_and_grad(f)``."""
+    return ValueAndGrad(program, output, wrt, backend=backend, grid=grid)

@@ -1,0 +1,351 @@
+"""Array kinds: allocate, copy, zero and sum arrays of the caller's framework on the caller's device.
+
+The runners of :mod:`vyre.autodiff` return results of the kind they were given (numpy arrays,
+CuPy arrays, PyTorch tensors on the same device, numba device arrays), without a host round trip.
+An :class:`ArrayKind` is the handful of operations they need; :func:`kind_of` picks it from an
+array. Objects that only speak DLPack (JAX) are worked on through their host (numpy) or device
+(numba) view, and results are handed back through the framework's own ``from_dlpack``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+import numpy as np
+
+from ..errors import DispatchError
+from .dlpack import DL_CPU, dlpack_device, is_dlpack
+from .fast_launch import CUDA_ERROR_INVALID_CONTEXT
+
+
+class ArrayKind:
+    """Operations on one kind of array. ``device``: its arrays live on the GPU."""
+
+    name = "numpy"
+    device = False
+
+    def zeros(self, n: int, dtype: np.dtype) -> Any:
+        return np.zeros(n, dtype=dtype)
+
+    def empty(self, n: int, dtype: np.dtype) -> Any:
+        return np.empty(n, dtype=dtype)
+
+    def copy(self, a: Any) -> Any:
+        return np.array(a, copy=True)
+
+    def zero_(self, a: Any) -> None:
+        a.fill(0)
+
+    def total(self, a: Any) -> Any:
+        """``sum(a)`` accumulated in float64: a float on the host, a device scalar on the GPU."""
+        return float(np.sum(a, dtype=np.float64))
+
+    def ones(self, n: int, dtype: np.dtype) -> Any:
+        return np.ones(n, dtype=dtype)
+
+    def zeros_like(self, a: Any) -> Any:
+        """Zeros of ``a``'s shape and dtype, of this kind (a writable array even when ``a`` is not)."""
+        return np.zeros(np.shape(a), dtype=a.dtype)
+
+    def vdot(self, a: Any, b: Any) -> Any:
+        """``<a, b>`` of two flat-equal arrays in float64 (a float on the host, else a device scalar)."""
+        return float(np.dot(np.asarray(a, dtype=np.float64).reshape(-1), np.asarray(b, dtype=np.float64).reshape(-1)))
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return np.asarray(a)
+
+    def size(self, a: Any) -> int:
+        return int(np.size(a))
+
+    def wrap(self, a: Any) -> Any:
+        """A result array (of this kind, or a view vyre made) as the caller's kind."""
+        return a
+
+
+class CupyKind(ArrayKind):
+    name = "cupy"
+    device = True
+
+    def __init__(self, cp: Any) -> None:
+        self.cp = cp
+
+    def zeros(self, n: int, dtype: np.dtype) -> Any:
+        return self.cp.zeros(n, dtype=dtype)
+
+    def empty(self, n: int, dtype: np.dtype) -> Any:
+        return self.cp.empty(n, dtype=dtype)
+
+    def copy(self, a: Any) -> Any:
+        return a.copy()
+
+    def zero_(self, a: Any) -> None:
+        memset_zero(a)
+
+    def total(self, a: Any) -> Any:
+        return a.sum(dtype=np.float64) if a.size != 1 else a.reshape(()).astype(np.float64)
+
+    def ones(self, n: int, dtype: np.dtype) -> Any:
+        return self.cp.ones(n, dtype=dtype)
+
+    def zeros_like(self, a: Any) -> Any:
+        return self.cp.zeros_like(a)
+
+    def vdot(self, a: Any, b: Any) -> Any:
+        return self.cp.dot(a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64))
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return np.asarray(a.get())
+
+    def size(self, a: Any) -> int:
+        return int(a.size)
+
+
+class TorchKind(ArrayKind):
+    name = "torch"
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        self.torch = torch
+        self.dev = device
+        self.device = device.type == "cuda"
+
+    @functools.cached_property
+    def _dtypes(self) -> dict[np.dtype, Any]:
+        t = self.torch
+        return {np.dtype(k): v for k, v in ((np.float32, t.float32), (np.float64, t.float64), (np.int32, t.int32),
+                                            (np.uint32, t.uint32), (np.bool_, t.bool))}
+
+    def tdtype(self, dtype: np.dtype) -> Any:
+        return self._dtypes[np.dtype(dtype)]
+
+    def zeros(self, n: int, dtype: np.dtype) -> Any:
+        return self.torch.zeros(n, dtype=self.tdtype(dtype), device=self.dev)
+
+    def empty(self, n: int, dtype: np.dtype) -> Any:
+        return self.torch.empty(n, dtype=self.tdtype(dtype), device=self.dev)
+
+    def copy(self, a: Any) -> Any:
+        return a.detach().clone()
+
+    def zero_(self, a: Any) -> None:
+        if self.device:
+            memset_zero(a)
+        else:
+            a.detach().zero_()
+
+    def total(self, a: Any) -> Any:
+        s = a.detach().sum(dtype=self.torch.float64) if a.numel() != 1 else a.detach().reshape(()).double()
+        return s if self.device else float(s)
+
+    def ones(self, n: int, dtype: np.dtype) -> Any:
+        return self.torch.ones(n, dtype=self.tdtype(dtype), device=self.dev)
+
+    def zeros_like(self, a: Any) -> Any:
+        return self.torch.zeros_like(a, requires_grad=False, memory_format=self.torch.contiguous_format)
+
+    def vdot(self, a: Any, b: Any) -> Any:
+        s = self.torch.dot(a.detach().reshape(-1).double(), b.detach().reshape(-1).double())
+        return s if self.device else float(s)
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return np.asarray(a.detach().cpu().numpy())
+
+    def size(self, a: Any) -> int:
+        return int(a.numel())
+
+
+class NumbaKind(ArrayKind):
+    name = "numba"
+    device = True
+
+    def zeros(self, n: int, dtype: np.dtype) -> Any:
+        a = self.empty(n, dtype)
+        memset_zero(a)
+        return a
+
+    def empty(self, n: int, dtype: np.dtype) -> Any:
+        from numba import cuda
+
+        return cuda.device_array(n, dtype=dtype)
+
+    def copy(self, a: Any) -> Any:
+        from numba import cuda
+
+        src = cuda.as_cuda_array(a)
+        out = cuda.device_array(src.shape, dtype=src.dtype)
+        out.copy_to_device(src)
+        return out
+
+    def zero_(self, a: Any) -> None:
+        memset_zero(a)
+
+    def total(self, a: Any) -> Any:
+        # numba has no device reduction of its own that returns a device scalar: this is a float
+        return float(np.sum(self.to_host(a), dtype=np.float64))
+
+    def ones(self, n: int, dtype: np.dtype) -> Any:
+        from numba import cuda
+
+        return cuda.to_device(np.ones(n, dtype=dtype))
+
+    def zeros_like(self, a: Any) -> Any:
+        from numba import cuda
+
+        src = cuda.as_cuda_array(a)
+        out = cuda.device_array(src.shape, dtype=src.dtype)
+        memset_zero(out)
+        return out
+
+    def vdot(self, a: Any, b: Any) -> Any:
+        return ArrayKind.vdot(self, self.to_host(a), self.to_host(b))
+
+    def to_host(self, a: Any) -> np.ndarray:
+        from numba import cuda
+
+        return np.asarray(cuda.as_cuda_array(a).copy_to_host())
+
+    def size(self, a: Any) -> int:
+        return int(np.prod(a.shape))
+
+
+class JaxKind(ArrayKind):
+    """JAX arrays (immutable): vyre works on numpy (CPU) or numba (GPU) buffers and hands results
+    back as JAX arrays through ``jax.dlpack.from_dlpack``."""
+
+    name = "jax"
+
+    def __init__(self, inner: ArrayKind) -> None:
+        self.inner = inner
+        self.device = inner.device
+
+    def zeros(self, n: int, dtype: np.dtype) -> Any:
+        return self.inner.zeros(n, dtype)
+
+    def empty(self, n: int, dtype: np.dtype) -> Any:
+        return self.inner.empty(n, dtype)
+
+    def copy(self, a: Any) -> Any:
+        return self.inner.copy(self.view(a))
+
+    def zero_(self, a: Any) -> None:
+        self.inner.zero_(a)
+
+    def total(self, a: Any) -> Any:
+        return self.inner.total(self.view(a))
+
+    def ones(self, n: int, dtype: np.dtype) -> Any:
+        return self.inner.ones(n, dtype)
+
+    def zeros_like(self, a: Any) -> Any:
+        return self.inner.zeros_like(self.view(a))
+
+    def vdot(self, a: Any, b: Any) -> Any:
+        return self.inner.vdot(self.view(a), self.view(b))
+
+    def to_host(self, a: Any) -> np.ndarray:
+        return self.inner.to_host(self.view(a))
+
+    def size(self, a: Any) -> int:
+        return int(np.prod(a.shape))
+
+    def view(self, a: Any) -> Any:
+        if not is_dlpack(a):
+            return a
+        if not self.device:
+            return np.from_dlpack(a)
+        from numba import cuda
+
+        from .dlpack import device_view
+
+        return cuda.as_cuda_array(device_view(a, "?"))
+
+    def wrap(self, a: Any) -> Any:
+        import jax
+
+        if isinstance(a, np.ndarray):
+            return jax.numpy.asarray(a)
+        return jax.dlpack.from_dlpack(a)
+
+
+NUMPY = ArrayKind()
+
+
+def kind_of(a: Any) -> ArrayKind:
+    """The :class:`ArrayKind` of one array (numpy for anything host-side that is not a framework's)."""
+    mod = type(a).__module__.split(".")[0]
+    if isinstance(a, np.ndarray):
+        return NUMPY
+    if mod == "cupy":
+        import cupy
+
+        return _cupy_kind(cupy)
+    if mod == "torch":
+        import torch
+
+        return TorchKind(torch, a.device)
+    if mod in ("jax", "jaxlib") and is_dlpack(a):
+        return JaxKind(NUMPY if dlpack_device(a) == DL_CPU else NumbaKind())
+    if hasattr(a, "__cuda_array_interface__"):
+        return NumbaKind()
+    if is_dlpack(a):
+        return NUMPY if dlpack_device(a) == DL_CPU else NumbaKind()
+    raise DispatchError(f"cannot work with a {type(a).__name__}: vyre takes numpy arrays, objects with "
+                        "__cuda_array_interface__ (CuPy, PyTorch CUDA, numba) and __dlpack__ objects "
+                        "(PyTorch, JAX). Fix: convert it, e.g. np.asarray(value)")
+
+
+@functools.lru_cache(maxsize=1)
+def _cupy_kind(cp: Any) -> CupyKind:
+    return CupyKind(cp)
+
+
+def first_kind(arrays: Any) -> ArrayKind:
+    """The kind of the first array in ``arrays`` (an iterable); numpy when there is none."""
+    for a in arrays:
+        if a is not None:
+            return kind_of(a)
+    return NUMPY
+
+
+# -- zero fill on the device: one driver call (a library's fill is a kernel launch, ~5 us of host) --
+
+_memset: Any = None
+
+
+def device_pointer(a: Any) -> int:
+    return int(a.__cuda_array_interface__["data"][0])
+
+
+def current_stream(a: Any) -> int:
+    """The stream vyre's launches and fills use for ``a``: PyTorch's current stream for PyTorch
+    tensors (see :mod:`vyre.driver.fast_launch`), else the legacy default stream (0)."""
+    if type(a).__module__.startswith("torch"):
+        from .fast_launch import torch_stream
+
+        return torch_stream(a.device.index)
+    return 0
+
+
+def memset_zero(a: Any) -> None:
+    """Zero a C-contiguous device array with ``cuMemsetD8Async`` on its stream (see
+    :func:`current_stream`)."""
+    global _memset
+    if _memset is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        fn = lib.cuMemsetD8Async
+        fn.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        _memset = fn
+    cai = a.__cuda_array_interface__
+    nbytes = int(np.prod(cai["shape"])) * np.dtype(cai["typestr"]).itemsize
+    if nbytes:
+        args = (int(cai["data"][0]), 0, nbytes, current_stream(a) or None)
+        err = _memset(*args)
+        if err == CUDA_ERROR_INVALID_CONTEXT:  # a thread without a current context: make numba's current
+            from numba import cuda
+
+            cuda.current_context()
+            err = _memset(*args)
+        if err:
+            raise DispatchError(f"cuMemsetD8Async failed (CUDA error {err}). Fix: check the device state")
