@@ -105,8 +105,9 @@ def test_request_errors() -> None:
     _rejects(prog, None, "output 'x' is READ_ONLY", outputs=("x",))
     n = read("n", 2, U32)
     _rejects(_p([store(OUT, I, X[I])], [n]), None, "'n' holds u32", inputs=("n",))
+    assert grad(prog, "out", "x") == grad(prog, ["out"], ["x"])  # a name or a list, alike
     with pytest.raises(AutodiffError, match="list of buffer names"):
-        grad(prog, "out", ["x"])  # type: ignore[arg-type]
+        grad(prog, ["out"], [1])  # type: ignore[list-item]
     with pytest.raises(AutodiffError, match="twice"):
         grad(prog, ["out"], ["x", "x"])
 

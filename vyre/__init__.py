@@ -9,6 +9,11 @@ from .errors import (
 from .driver.dispatch import Kernel, Launch, compile, dispatch
 from .ir import BufferAccess, BufferDecl, DataType, Program
 
+# The kernel language (vyre.frontend, docs/guide.md): decorators, Array, and what kernel bodies call.
+from .frontend import Array, func, grad, kernel, workgroup_array
+from .frontend.lang import *  # noqa: F403 - exp, gid, f32, atomic_add, ... (listed in lang.__all__)
+from .frontend.lang import __all__ as _lang_names
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -16,4 +21,5 @@ __all__ = [
     "InterpError", "Kernel", "Launch", "Program", "TunerError", "ValidationError", "VyreError", "WireError",
     "compile", "dispatch",
     "__version__", "ir",
+    "Array", "func", "grad", "kernel", "workgroup_array", *_lang_names,
 ]

@@ -22,6 +22,7 @@ from ..ir.functions import inline_nodes
 from ..ir.transform import map_exprs
 from ..ir.program import Program
 from ..ir.types import DataType
+from .checks import as_names, as_program
 from .runners import Grid, run_forward, vjp
 
 _F32, _F64 = DataType.F32, DataType.F64
@@ -45,8 +46,8 @@ def promote_f64(program: Program) -> Program:
     return Program(bufs, program.workgroup_size, map_exprs(body, _promote), ())
 
 
-def check_grad(program: Program, inputs: Mapping[str, Any], wrt: Sequence[str], *,
-               outputs: Sequence[str] | None = None, directions: int = 3, eps: float = 1e-6,
+def check_grad(program: Program, inputs: Mapping[str, Any], wrt: str | Sequence[str], *,
+               outputs: str | Sequence[str] | None = None, directions: int = 3, eps: float = 1e-6,
                rtol: float | None = None, atol: float | None = None, seed: int = 0,
                backend: str | None = None, grid: Grid | None = None) -> float:
     """Compare ``vjp`` with central finite differences; return the worst relative error.
@@ -58,15 +59,17 @@ def check_grad(program: Program, inputs: Mapping[str, Any], wrt: Sequence[str], 
     ``rtol`` defaults to 1e-5 for f64 programs and 2e-3 for f32 ones (whose gradients carry f32
     round-off). Raises AssertionError, with every direction's numbers, when the worst error
     exceeds ``rtol``. Inputs of any kind ``dispatch`` accepts are copied to the host first (the
-    probes run on numpy arrays on ``backend``). Keep inputs away from kinks (``abs`` at 0, ``min`` ties, branch
-    boundaries), where finite differences are meaningless."""
+    probes run on numpy arrays on ``backend``). Keep inputs away from kinks (``abs`` at 0, ``min``
+    ties, branch boundaries), where finite differences are meaningless. ``wrt`` and ``outputs`` are
+    a name or a list of names; ``program`` may be a ``@vyre.kernel`` function."""
+    program, wrt = as_program(program), as_names(wrt, "wrt")
     # finite differences run in float64 on host copies: device arrays and DLPack objects are copied
     # to numpy here, once (a check, not a hot path)
     inputs = {k: kind_of(v).to_host(v) for k, v in inputs.items()}
     if outputs is None:
         outs = [b.name for b in program.buffers if b.is_output and b.element.is_float]
     else:
-        outs = list(outputs)
+        outs = as_names(outputs, "outputs")
     if not outs:
         raise AutodiffError("check_grad found no float output to probe. Fix: pass outputs=[...]")
     is32 = any(program.buffer(n).element is _F32 for n in (*outs, *wrt))

@@ -35,14 +35,35 @@ def _err(path: str, found: str, fix: str) -> AutodiffError:
     return AutodiffError(f"{path}: {found}. Fix: {fix}")
 
 
+def as_names(names: str | Iterable[str], label: str) -> list[str]:
+    """A buffer name or a list of names, as a list (every autodiff entry point takes either)."""
+    if isinstance(names, str):
+        return [names]
+    try:
+        out = list(names)
+    except TypeError:
+        out = [names]  # type: ignore[list-item]
+    if not all(isinstance(n, str) for n in out):
+        raise AutodiffError(f"{label} must be a buffer name or a list of buffer names, got {names!r}. "
+                            f"Fix: pass e.g. {label}=['x'] or {label}='x'")
+    return out
+
+
+def as_program(obj: object) -> Program:
+    """A Program, or the ``.program`` of a ``@vyre.kernel`` function."""
+    if isinstance(obj, Program):
+        return obj
+    prog = getattr(obj, "program", None)
+    if isinstance(prog, Program):
+        return prog
+    raise AutodiffError(f"expected a vyre Program or a @vyre.kernel function, got {type(obj).__name__}. "
+                        "Fix: pass kernel.program or a Program")
+
+
 def check_request(program: Program, outputs: Iterable[str], inputs: Iterable[str],
                   new_prefixes: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """Names exist, are float storage buffers, and the buffers autodiff adds do not collide."""
-    for raw, label in ((outputs, "outputs"), (inputs, "inputs")):
-        if isinstance(raw, str) or not all(isinstance(n, str) for n in list(raw)):
-            raise AutodiffError(f"{label} must be a list of buffer names, got {raw!r}. "
-                                f"Fix: pass e.g. {label}=['x']")
-    outs, ins = list(outputs), list(inputs)
+    outs, ins = as_names(outputs, "outputs"), as_names(inputs, "inputs")
     for group, label in ((outs, "outputs"), (ins, "inputs")):
         if len(set(group)) != len(group):
             raise AutodiffError(f"{label} {group!r} names a buffer twice. Fix: list each buffer once")

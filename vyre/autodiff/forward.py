@@ -17,6 +17,8 @@ is also an input you pass a tangent for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..errors import AutodiffError
 from ..ir._checks import is_identifier
 from ..ir.expr import Atomic, BinOp, Cast, Expr, Fma, Load, Select, UnOp, Var, lit
@@ -24,7 +26,7 @@ from ..ir.node import Assign, If, Let, Loop, Node, Store, walk_nodes
 from ..ir.ops import AtomicOp, BinOpKind
 from ..ir.program import BufferAccess, BufferDecl, Program
 from ..ir.types import DataType
-from .checks import check_jvp_forward, check_request
+from .checks import as_names, as_program, check_jvp_forward, check_request
 from .dce import eliminate_dead_code
 from .nf import Names, NIf, NLet, NLoop, NStmt, NStore, active_names, parallel_assign
 from .prepare import inline_and_rename, remove_returns, source_names
@@ -166,15 +168,17 @@ class _Forward:
                            Atomic(AtomicOp.ADD, TANGENT_PREFIX + a.buffer, a.index, tv)))
 
 
-def jvp_program(program: Program, inputs: list[str], outputs: list[str] | None = None) -> Program:
+def jvp_program(program: Program, inputs: str | Sequence[str], outputs: str | Sequence[str] | None = None
+                ) -> Program:
     """The tangent program of ``program`` along ``inputs`` (see the module docs for buffers).
 
     ``outputs`` (default: every float output the inputs reach) are the buffers whose tangents are
     marked ``is_output``. Raises :class:`vyre.errors.AutodiffError` for what forward mode cannot
     differentiate (barriers, workgroup memory, subgroup ops, float atomics other than an add
     whose old value is unused, floats computed from integers that depend on the inputs)."""
+    program = as_program(program)
     program.validate()
-    outs_req = [] if outputs is None else list(outputs)
+    outs_req = [] if outputs is None else as_names(outputs, "outputs")
     _, ins = check_request(program, outs_req, inputs, (TANGENT_PREFIX,))
     names = Names(source_names(program))
     body = inline_and_rename(program, names)

@@ -135,8 +135,11 @@ class ValueAndGrad:
             refs = ()
         return _Setup(refs if len(refs) == len(inputs) else (), own, tuple(zero), grads, loss_of, kind, g3, fused)
 
-def value_and_grad_fn(program: Program, output: str, wrt: Sequence[str], *, backend: str | None = None,
-                      grid: Grid | None = None) -> ValueAndGrad:
+def value_and_grad_fn(program: Program, output: str | Sequence[str], wrt: str | Sequence[str], *,
+                      backend: str | None = None, grid: Grid | None = None) -> ValueAndGrad:
     """A reusable ``inputs -> (sum(output), {w: d sum(output) / dw})`` callable (module docs), in the
-    spirit of ``jax.value_and_grad(f)``."""
-    return ValueAndGrad(program, output, wrt, backend=backend, grid=grid)
+    spirit of ``jax.value_and_grad(f)``. ``wrt`` is a name or a list; ``program`` may be a kernel."""
+    from .checks import as_names, as_program
+    from .runners import _one
+
+    return ValueAndGrad(as_program(program), _one(output), as_names(wrt, "wrt"), backend=backend, grid=grid)

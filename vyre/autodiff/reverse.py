@@ -22,6 +22,7 @@ statement is built until a contribution exists). Across control flow:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..ir.expr import (
@@ -33,7 +34,7 @@ from ..ir.node import Assign, If, Let, Loop, Node, Store
 from ..ir.ops import AtomicOp, BinOpKind, UnOpKind
 from ..ir.program import BufferAccess, BufferDecl, Program
 from ..ir.types import DataType
-from .checks import check_grad_forward, check_request
+from .checks import as_program, check_grad_forward, check_request
 from .dce import eliminate_dead_code
 from .nf import (
     Names, NIf, NLet, NLoop, NStmt, NStore, active_names, buffer_loads, defined, emit, free_vars, is_atom,
@@ -395,7 +396,7 @@ def _needs_marks(stmts: tuple[NStmt, ...], buf: str) -> bool:
     return False
 
 
-def grad(program: Program, outputs: list[str], inputs: list[str], *, accumulate: bool = True,
+def grad(program: Program, outputs: str | Sequence[str], inputs: str | Sequence[str], *, accumulate: bool = True,
          grid_1d: bool = True, with_value: bool = False, unit_cotangent: bool = False) -> Program:
     """The backward (vector-Jacobian product) program of ``program``.
 
@@ -418,8 +419,10 @@ def grad(program: Program, outputs: list[str], inputs: list[str], *, accumulate:
     takes every cotangent to be 1 (the gradient of ``sum(output)``) and drops the ``grad_<out>``
     buffers: a store the forward would drop (out of bounds) still gets cotangent 0.
 
-    Raises :class:`vyre.errors.AutodiffError` (naming the statement and the fix) for programs it
-    cannot differentiate exactly; see docs/autodiff.md."""
+    ``outputs`` and ``inputs`` are each a buffer name or a list of names; ``program`` may be a
+    ``@vyre.kernel`` function. Raises :class:`vyre.errors.AutodiffError` (naming the statement and
+    the fix) for programs it cannot differentiate exactly; see docs/autodiff.md."""
+    program = as_program(program)
     program.validate()
     outs, ins = check_request(program, outputs, inputs, (GRAD_PREFIX, STORED_PREFIX))
     names = Names(source_names(program))

@@ -26,6 +26,7 @@ from ..driver.arrays import ArrayKind, first_kind
 from ..driver.geometry import Grid, default_grid, grid3
 from ..errors import AutodiffError
 from ..ir.program import Program
+from .checks import as_names, as_program
 from .forward import TANGENT_PREFIX, jvp_program
 from .fused import LOSS_PREFIX, loss_program, partial_count
 from .reverse import GRAD_PREFIX, STORED_PREFIX, grad
@@ -125,12 +126,14 @@ def _arrays_for_forward_buffers(program: Program, inputs: Mapping[str, Any],
 
 
 def vjp(program: Program, inputs: Mapping[str, Any], cotangents: Mapping[str, Any],
-        wrt: Sequence[str], *, backend: str | None = None, grid: Grid | None = None
+        wrt: str | Sequence[str], *, backend: str | None = None, grid: Grid | None = None
         ) -> dict[str, Any]:
     """Vector-Jacobian product: ``{w: sum_o J_o,w^T cotangents[o]}`` for every ``w`` in ``wrt``.
 
     ``inputs`` are the forward's arrays (pre-forward contents); ``cotangents`` maps each output to
-    an array of its dtype and length."""
+    an array of its dtype and length. ``wrt`` is a name or a list of names (so in every runner);
+    ``program`` may be a ``@vyre.kernel`` function."""
+    program, wrt = as_program(program), as_names(wrt, "wrt")
     g3 = forward_grid(program, inputs, grid)
     back = cached_grad(program, tuple(cotangents), tuple(wrt), g3[1:] == (1, 1))
     kind = input_kind(inputs)
@@ -164,14 +167,15 @@ def _forward_args(program: Program, inputs: Mapping[str, Any], kind: ArrayKind) 
 def run_forward(program: Program, inputs: Mapping[str, Any], *, backend: str | None = None,
                 grid: Grid | None = None) -> dict[str, Any]:
     """Run the forward on copies of the written buffers (``inputs`` stay pre-forward)."""
+    program = as_program(program)
     kind = input_kind(inputs)
     res = run_program(program, _forward_args(program, inputs, kind), backend=backend,
                       grid=forward_grid(program, inputs, grid))
     return {k: kind.wrap(v) for k, v in res.items()}
 
 
-def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str,
-                   wrt: Sequence[str], *, cotangent: Any | None = None,
+def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str | Sequence[str],
+                   wrt: str | Sequence[str], *, cotangent: Any | None = None,
                    backend: str | None = None, grid: Grid | None = None
                    ) -> tuple[Any, dict[str, Any]]:
     """``(loss, {w: dloss/dw})`` with ``loss = sum(output)``, or ``<cotangent, output>`` when a
@@ -181,7 +185,8 @@ def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str,
     Without a cotangent, one fused kernel (``grad(..., with_value=True, unit_cotangent=True)``)
     computes the outputs, the gradients and, on device arrays, partial sums of the loss in a single
     pass (:mod:`vyre.autodiff.fused`). For a loop, :func:`value_and_grad_fn` keeps the compiled
-    program and the buffers between calls."""
+    program and the buffers between calls. ``output`` is one name (or a list of one)."""
+    program, wrt, output = as_program(program), as_names(wrt, "wrt"), _one(output)
     if cotangent is None:
         return _fused_value_and_grad(program, inputs, output, wrt, backend=backend, grid=grid)
     kind = input_kind(inputs)
@@ -191,11 +196,12 @@ def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str,
 
 
 def jvp(program: Program, inputs: Mapping[str, Any], tangents: Mapping[str, Any],
-        *, outputs: Sequence[str] | None = None, backend: str | None = None,
+        *, outputs: str | Sequence[str] | None = None, backend: str | None = None,
         grid: Grid | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Jacobian-vector product: ``(primal outputs, {o: J_o tangents})`` for the float outputs
     (default: every output the tangents reach)."""
-    tp = jvp_program(program, list(tangents), None if outputs is None else list(outputs))
+    program = as_program(program)
+    tp = jvp_program(program, list(tangents), None if outputs is None else as_names(outputs, "outputs"))
     g3 = forward_grid(program, inputs, grid)
     kind = input_kind(inputs)
     lengths = forward_lengths(program, inputs)
@@ -221,12 +227,13 @@ def jvp(program: Program, inputs: Mapping[str, Any], tangents: Mapping[str, Any]
     return primal, {o[len(TANGENT_PREFIX):]: kind.wrap(res[o]) for o in outs}
 
 
-def hvp(program: Program, inputs: Mapping[str, Any], output: str, wrt: Sequence[str],
+def hvp(program: Program, inputs: Mapping[str, Any], output: str | Sequence[str], wrt: str | Sequence[str],
         vectors: Mapping[str, Any], *, cotangent: Any | None = None,
         backend: str | None = None, grid: Grid | None = None) -> dict[str, Any]:
     """Hessian-vector product of ``loss = <cotangent (default ones), output>`` by forward-over-
     reverse: the tangent program of the backward program. ``vectors`` maps each ``wrt`` input to
     its direction; returns ``{w: (H v)_w}``."""
+    program, wrt, output = as_program(program), as_names(wrt, "wrt"), _one(output)
     g3 = forward_grid(program, inputs, grid)
     back = cached_grad(program, (output,), tuple(wrt), g3[1:] == (1, 1))
     kind = input_kind(inputs)
@@ -245,6 +252,14 @@ def hvp(program: Program, inputs: Mapping[str, Any], output: str, wrt: Sequence[
     _, tans = jvp(back, args, {w: vectors[w] for w in wrt},
                   outputs=[GRAD_PREFIX + w for w in wrt], backend=backend, grid=g3)
     return {w: tans[GRAD_PREFIX + w] for w in wrt}
+
+
+def _one(output: str | Sequence[str]) -> str:
+    """The single output a loss is taken over: a name, or a list of one."""
+    names = as_names(output, "output")
+    if len(names) != 1:
+        raise AutodiffError(f"the loss is the sum of one output, got {names!r}. Fix: pass one output name")
+    return names[0]
 
 
 def _fused_value_and_grad(program: Program, inputs: Mapping[str, Any], output: str,

@@ -6,6 +6,8 @@ DLPack (PyTorch CPU tensors, JAX CPU arrays) are bound through a zero-copy numpy
 is allocated zero-filled when the program writes it and declares a ``count``; a read-only buffer
 that is left out is an error. Arrays given for written buffers are written in place. Two buffers
 may not be bound to overlapping memory when the program writes either (:func:`check_disjoint`).
+A 1-element uniform buffer (how ``@vyre.kernel`` compiles a scalar parameter) may also be given a
+Python or numpy number, converted exactly to a 1-element array (:func:`scalar_to_array`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import DispatchError, VyreError
-from ..ir import BufferDecl, Program
+from ..ir import BufferAccess, BufferDecl, DataType, Program
 from .dlpack import DL_CPU, dlpack_device, host_view, is_dlpack, is_immutable
 
 
@@ -130,6 +132,34 @@ def check_disjoint(bound: Mapping[str, T], written: Collection[str], overlaps: C
                           "each (for example x.copy())")
 
 
+def is_scalar_slot(decl: BufferDecl) -> bool:
+    """A 1-element uniform buffer (a ``@vyre.kernel``'s scalar parameter) also takes a number."""
+    return decl.access is BufferAccess.UNIFORM and decl.count == 1
+
+
+def scalar_to_array(decl: BufferDecl, v: Any, err: type[VyreError] = DispatchError) -> Any:
+    """``v`` for a scalar slot: a Python or numpy number becomes a 1-element array of the element
+    type, exactly (an int out of range, a float for an int, a bool for a number are errors);
+    arrays pass through to the usual checks."""
+    if isinstance(v, np.ndarray) or hasattr(v, "__cuda_array_interface__") or hasattr(v, "__dlpack__"):
+        return v
+    t = decl.element
+    if not isinstance(v, (bool, int, float, np.generic)):
+        ok = False
+    elif t is DataType.BOOL:
+        ok = isinstance(v, (bool, np.bool_))
+    elif isinstance(v, (bool, np.bool_)):
+        ok = False
+    elif t.is_int:
+        ok = float(v).is_integer() and ((-(2**31) <= int(v) < 2**31) if t is DataType.I32 else (0 <= int(v) < 2**32))
+    else:
+        ok = True
+    if not ok:
+        kind = "a bool" if t is DataType.BOOL else "an integer in range" if t.is_int else "a number"
+        raise err(f"scalar {decl.name!r} is {t.short}, got {v!r}. Fix: pass {kind}")
+    return np.array([v], dtype=t.np_dtype)
+
+
 class BindPlan:
     """What binding host arrays to one program needs, worked out once (a kernel keeps one): its
     storage buffers, which of them it writes, and their names. :meth:`bind` performs exactly the
@@ -140,6 +170,18 @@ class BindPlan:
         self.storage = tuple(storage_buffers(program))
         self.names = frozenset(b.name for b in self.storage)
         self.slots = tuple((b, b.access.writable) for b in self.storage)
+        self.scalars = tuple(b for b in self.storage if is_scalar_slot(b))
+
+    def with_scalars(self, inputs: Mapping[str, Any], err: type[VyreError] = DispatchError) -> Mapping[str, Any]:
+        """``inputs`` with numbers given for scalar slots made 1-element arrays (a no-op, and no
+        copy, for programs without such slots)."""
+        if not self.scalars or not isinstance(inputs, Mapping):
+            return inputs
+        out = dict(inputs)
+        for b in self.scalars:
+            if b.name in out:
+                out[b.name] = scalar_to_array(b, out[b.name], err)
+        return out
 
     def bind(self, inputs: Mapping[str, Any], err: type[VyreError] = DispatchError) -> dict[str, np.ndarray]:
         """Map every storage buffer to a flat numpy array (see module docs)."""

@@ -123,6 +123,7 @@ class Kernel:
         if return_device is not None and not isinstance(return_device, bool):
             raise DispatchError(f"return_device must be True, False or None, got {return_device!r}. "
                                 "Fix: pass a bool (None: device arrays back when device arrays went in)")
+        inputs = self.binder.with_scalars(inputs)  # numbers for scalar parameters
         if self.backend in ("cuda", "cudasim"):
             from .cuda_launch import launch_cuda
 
@@ -251,6 +252,7 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
                 out = fast(inputs)
                 if out is not None:
                     return out  # type: ignore[no-any-return]
+            inputs = k.binder.with_scalars(inputs)  # numbers for scalar parameters
             _tune(k, inputs, grid)
             return k(inputs, grid=grid, return_device=return_device, device=device)
     if workgroup_size is not None:
@@ -267,6 +269,7 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
             _by_identity.clear()
         _by_identity[(id(program), backend)] = (program, k)
     if workgroup_size is None:
+        inputs = k.binder.with_scalars(inputs)
         _tune(k, inputs, grid)
     return k(inputs, grid=grid, return_device=return_device, device=device)
 

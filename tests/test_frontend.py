@@ -1,0 +1,451 @@
+"""@vyre.kernel / @vyre.func: each construct against the equivalent hand-built IR.
+
+Where the construction is the same the fingerprints must match; everywhere the outputs must match on
+the interpreter and the CPU backend."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import vyre
+from vyre import Array, autodiff, examples, f32, i32, u32
+from vyre.errors import DispatchError, FrontendError
+from vyre.ir import (
+    F32, I32, U32, BinOpKind, FunctionDef, Program, assign, barrier, buflen, call, cast,
+    exp, gid, if_, let, lid, load, loop, output, read, select, sin, store, var, workgroup,
+)
+from vyre.ir import f32 as lit_f32
+from vyre.ir import u32 as lit_u32
+
+BACKENDS = ["interp", "cpu"]
+DEBUG = False
+TILE = 64
+
+
+def run(prog_or_kernel: object, inputs: dict[str, object], backend: str, **kw: object) -> dict[str, np.ndarray]:
+    prog = vyre.frontend.program_of(prog_or_kernel)
+    return vyre.dispatch(prog, inputs, backend=backend, **kw)  # type: ignore[arg-type]
+
+
+# ---- the fused chain (README) -----------------------------------------------------------------------
+
+@vyre.kernel
+def chain(x: Array[f32], y: Array[f32], out: Array[f32]):
+    i = vyre.gid()
+    if i < len(out):
+        out[i] = vyre.exp(x[i]) * y[i] + vyre.sin(x[i]) * x[i]
+
+
+def chain_ir() -> Program:
+    x, y, out = read("x", 0, F32), read("y", 1, F32), output("out", 2, F32)
+    i = var("i")
+    return Program.wrapped([x, y, out], 256, [
+        let("i", gid()),
+        if_(i < buflen(out), [store(out, i, exp(x[i]) * y[i] + sin(x[i]) * x[i])]),
+    ])
+
+
+def test_chain_is_the_hand_built_program() -> None:
+    assert chain.program == chain_ir()
+    assert chain.program.fingerprint() == chain_ir().fingerprint()
+
+
+def test_printer_output_reads_like_the_source() -> None:
+    text = str(chain.program)
+    assert "let i = gid(0)" in text
+    assert "if (i < len(out)) {" in text
+    assert "out[i] = ((exp(x[i]) * y[i]) + (sin(x[i]) * x[i]))" in text
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_chain_call_forms_equal_dispatch(backend: str) -> None:
+    rng = np.random.default_rng(0)
+    xs, ys = rng.random(300, dtype=np.float32), rng.random(300, dtype=np.float32)
+    want = vyre.dispatch(chain_ir(), {"x": xs, "y": ys, "out": np.zeros(300, np.float32)}, backend=backend)["out"]
+    by_name = chain(x=xs, y=ys, out=np.zeros(300, np.float32), backend=backend)["out"]
+    positional = chain(xs, ys, np.zeros(300, np.float32), backend=backend)["out"]
+    np.testing.assert_array_equal(by_name, want)
+    np.testing.assert_array_equal(positional, want)
+
+
+def test_call_options_pass_through_and_unknown_ones_are_refused() -> None:
+    xs = np.ones(64, np.float32)
+    r = chain(xs, xs, np.zeros(64, np.float32), backend="interp", grid=(1,))
+    assert r["out"][0] == pytest.approx(math.exp(1) + math.sin(1))
+    with pytest.raises(DispatchError, match="unknown argument"):
+        chain(xs, xs, np.zeros(64, np.float32), backnd="interp")
+    with pytest.raises(DispatchError, match="twice"):
+        chain(xs, xs, np.zeros(64, np.float32), x=xs)
+
+
+# ---- examples as kernels: same fingerprints ------------------------------------------------------
+
+@vyre.kernel(workgroup_size=128)
+def matvec(m: Array[f32], v: Array[f32], out: Array[f32]):
+    r = vyre.gid()
+    if r < len(out):
+        acc = 0.0
+        for j in range(len(v)):
+            acc += m[r * len(v) + j] * v[j]
+        out[r] = acc
+
+
+@vyre.kernel(workgroup_size=128)
+def histogram(keys: Array[u32], counts: Array[u32]):
+    i = vyre.gid()
+    if i < len(keys):
+        _old = vyre.atomic_add(counts, keys[i] % len(counts), 1)
+
+
+@vyre.kernel(workgroup_size=256)
+def block_sum(x: Array[f32], out: Array[f32]):
+    tile = vyre.workgroup_array(256, f32)
+    i = vyre.gid()
+    tile[vyre.lid()] = x[i]
+    vyre.barrier()
+    for k in range(8):
+        s = 128 >> k
+        if vyre.lid() < s:
+            tile[vyre.lid()] = tile[vyre.lid()] + tile[vyre.lid() + s]
+        vyre.barrier()
+    if vyre.lid() == 0:
+        _old = vyre.atomic_add(out, 0, tile[0])
+
+
+@vyre.kernel(workgroup_size=64)
+def subgroup_sum(x: Array[f32], out: Array[f32]):
+    v = x[vyre.gid()]
+    s = vyre.subgroup_reduce("add", v)
+    if (vyre.lid() & 31) == 0:
+        _old = vyre.atomic_add(out, 0, s)
+
+
+@vyre.kernel(workgroup_size=64)
+def workgroup_ids(out: Array[u32]):
+    out[vyre.gid()] = vyre.wgid()
+
+
+def _uncounted(p: Program) -> Program:
+    return replace(p, buffers=tuple(b.with_count(0) if not b.is_workgroup else b for b in p.buffers))
+
+
+@pytest.mark.parametrize("kernel, example", [
+    (matvec, examples.matvec), (histogram, examples.histogram), (block_sum, examples.block_sum),
+    (subgroup_sum, examples.subgroup_sum), (workgroup_ids, examples.workgroup_ids),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_examples_written_as_kernels_have_the_same_fingerprint(kernel: object, example: object) -> None:
+    assert vyre.frontend.program_of(kernel).fingerprint() == _uncounted(example()).fingerprint()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reductions_run_like_numpy(backend: str) -> None:
+    xs = np.arange(512, dtype=np.float32) / 64
+    got = block_sum(xs, np.zeros(1, np.float32), backend=backend, grid=(2,))["out"][0]
+    assert got == pytest.approx(xs.sum(), rel=1e-5)
+    got = subgroup_sum(xs, np.zeros(1, np.float32), backend=backend, grid=(8,))["out"][0]
+    assert got == pytest.approx(xs.sum(), rel=1e-5)
+    keys = (np.arange(1000, dtype=np.uint32) * 7) % 13
+    counts = histogram(keys, np.zeros(5, np.uint32), backend=backend, grid=(8,))["counts"]
+    np.testing.assert_array_equal(counts, np.bincount(keys % 5, minlength=5))
+
+
+# ---- scalar parameters ---------------------------------------------------------------------------
+
+@vyre.kernel
+def saxpy(a: f32, x: Array[f32], y: Array[f32], out: Array[f32]):
+    i = vyre.gid()
+    if i < len(out):
+        out[i] = a * x[i] + y[i]
+
+
+def test_scalar_parameters_are_one_element_uniform_buffers() -> None:
+    a = saxpy.program.buffer("a")
+    assert a.access is vyre.BufferAccess.UNIFORM and a.count == 1 and a.binding == 0
+    assert [b.binding for b in saxpy.program.buffers] == [0, 1, 2, 3]
+    assert "out[i] = ((a[0u32] * x[i]) + y[i])" in str(saxpy.program)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_new_scalar_value_does_not_recompile(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vyre.driver import dispatch as d
+
+    xs, ys = np.arange(8, dtype=np.float32), np.ones(8, np.float32)
+    saxpy(1.0, xs, ys, np.zeros(8, np.float32), backend=backend)  # compiled (or cached) here
+    compiles: list[object] = []
+    real = d.compile
+    monkeypatch.setattr(d, "compile", lambda *a, **k: compiles.append(a) or real(*a, **k))
+    for a in (2.0, -0.5, 3):
+        out = saxpy(a, xs, ys, np.zeros(8, np.float32), backend=backend)["out"]
+        np.testing.assert_array_equal(out, np.float32(a) * xs + ys)
+    by_name = vyre.dispatch(saxpy.program, {"a": 4.0, "x": xs, "y": ys, "out": np.zeros(8, np.float32)},
+                            backend=backend)["out"]
+    np.testing.assert_array_equal(by_name, 4 * xs + ys)
+    assert compiles == []
+
+
+@pytest.mark.parametrize("bad", [True, "2", None])
+def test_a_scalar_of_the_wrong_kind_is_refused(bad: object) -> None:
+    xs = np.ones(4, np.float32)
+    with pytest.raises(DispatchError, match="scalar 'a' is f32"):
+        saxpy(bad, xs, xs, np.zeros(4, np.float32), backend="interp")
+
+
+@vyre.kernel
+def shift(n: u32, k: i32, out: Array[i32]):
+    i = vyre.gid()
+    if i < n:
+        out[i] = vyre.i32(i) + k
+
+
+@pytest.mark.parametrize("bad", [2**32, -1, 1.5])
+def test_integer_scalars_convert_exactly_or_not_at_all(bad: object) -> None:
+    with pytest.raises(DispatchError, match="integer in range"):
+        shift(bad, 0, np.zeros(4, np.int32), backend="interp")
+    np.testing.assert_array_equal(shift(3, -5, np.zeros(4, np.int32), backend="interp")["out"], [-5, -4, -3, 0])
+
+
+# ---- control flow, locals, functions -----------------------------------------------------------
+
+@vyre.func
+def sq(a: f32) -> f32:
+    return a * a
+
+
+@vyre.func
+def relu_or_leak(v, slope):
+    """Two returns: inlined with a result local."""
+    if v > 0.0:
+        return v
+    else:
+        return v * slope
+
+
+@vyre.func
+def store_twice(buf: Array[f32], i: u32, v: f32):
+    buf[i] = v + v
+
+
+@vyre.kernel(workgroup_size=32)
+def control(x: Array[f32], out: Array[f32], flags: Array[u32]):
+    i = vyre.gid()
+    if i >= len(out):
+        return
+    v = x[i]
+    if v < -1.0:
+        flags[i] = 1
+    elif v < 0.0 and not vyre.is_nan(v):
+        flags[i] = 2
+    elif -0.5 < v <= 0.5 or v > 3.0:
+        flags[i] = 3
+    else:
+        flags[i] = 4
+    acc: f32 = 0
+    for k in range(2, 10, 3):
+        acc += vyre.f32(k)
+    if DEBUG:
+        flags[i] = 99
+    out[i] = sq(v) + relu_or_leak(v, 0.1) + acc + (1.0 if v > 1.0 else 2.0) + math.exp(0.0) * abs(v)
+    out[i] += vyre.maximum(v, 0.0) + min(v, 1.0) + float(int(v))
+
+
+def control_numpy(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    flags = np.select([x < -1, (x < 0) & ~np.isnan(x), ((-0.5 < x) & (x <= 0.5)) | (x > 3)], [1, 2, 3], 4)
+    acc = np.float32(2 + 5 + 8)
+    out = (x * x + np.where(x > 0, x, x * np.float32(0.1)) + acc + np.where(x > 1, 1, 2).astype(np.float32)
+           + np.abs(x))
+    out = out + np.maximum(x, 0) + np.minimum(x, 1) + np.trunc(x)
+    return out.astype(np.float32), flags.astype(np.uint32)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_control_flow_locals_and_functions_run_like_numpy(backend: str) -> None:
+    x = np.linspace(-3, 4, 45).astype(np.float32)
+    r = control(x, np.zeros(40, np.float32), np.zeros(45, np.uint32), backend=backend)
+    want_out, want_flags = control_numpy(x[:40])
+    np.testing.assert_allclose(r["out"], want_out, rtol=1e-6)
+    np.testing.assert_array_equal(r["flags"][:40], want_flags)
+    assert (r["flags"][40:] == 0).all()  # returned early
+
+
+def test_pure_functions_become_ir_calls_and_others_inline() -> None:
+    prog = control.program
+    assert [f.op_id for f in prog.functions] == ["sq"]
+    assert prog.functions[0] == FunctionDef("sq", (("a", F32),), F32, var("a") * var("a"))
+    text = str(prog)
+    assert "sq(v)" in text and "relu_or_leak_result" in text
+    assert "99" not in text  # the `if DEBUG:` branch is not compiled
+
+
+@vyre.kernel
+def uses_store_func(out: Array[f32]):
+    store_twice(out, vyre.gid(), 1.5)
+
+
+def test_a_function_storing_into_an_array_marks_it_written() -> None:
+    assert uses_store_func.program.buffer("out").access is vyre.BufferAccess.READ_WRITE
+    assert (uses_store_func(np.zeros(4, np.float32), backend="interp")["out"] == 3.0).all()
+
+
+def test_calls_compare_with_the_builder_call() -> None:
+    @vyre.kernel
+    def k(x: Array[f32], out: Array[f32]):
+        out[vyre.gid()] = sq(x[vyre.gid()])
+
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    fdef = FunctionDef("sq", (("a", F32),), F32, var("a") * var("a"))
+    want = Program.wrapped([x, out], 256, [store(out, gid(), call("sq", x[gid()]))], functions=[fdef])
+    assert k.program.fingerprint() == want.fingerprint()
+
+
+# ---- 2-D grids, casts, integer semantics ----------------------------------------------------------
+
+@vyre.kernel(workgroup_size=(8, 8))
+def transpose(a: Array[f32], out: Array[f32], rows: u32, cols: u32):
+    r = vyre.gid(1)
+    c = vyre.gid(0)
+    if r < rows and c < cols:
+        out[c * rows + r] = a[r * cols + c]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_d_grid(backend: str) -> None:
+    a = np.arange(12 * 20, dtype=np.float32).reshape(12, 20)
+    out = transpose(a, np.zeros(240, np.float32), 12, 20, grid=(3, 2), backend=backend)["out"]
+    np.testing.assert_array_equal(out.reshape(20, 12), a.T)
+
+
+def test_two_d_kernel_matches_builders() -> None:
+    a, out = read("a", 0, F32), output("out", 1, F32)
+    rows, cols = vyre.ir.uniform("rows", 2, U32).with_count(1), vyre.ir.uniform("cols", 3, U32).with_count(1)
+    r, c = var("r"), var("c")
+    want = Program.wrapped([a, out, rows, cols], (8, 8), [
+        let("r", gid(1)), let("c", gid(0)),
+        if_((r < rows[0]).and_(c < cols[0]), [store(out, c * rows[0] + r, a[r * cols[0] + c])]),
+    ])
+    assert transpose.program.fingerprint() == want.fingerprint()
+
+
+@vyre.kernel(workgroup_size=32)
+def int_ops(a: Array[i32], b: Array[i32], out: Array[i32], bits: Array[u32]):
+    i = vyre.gid()
+    if i < len(out):
+        out[i] = a[i] // b[i] + a[i] % b[i] - (a[i] << 2) + (a[i] >> 1) ^ ~b[i]
+        bits[i] = vyre.popcount(vyre.u32(a[i])) + vyre.u32(a[i] < b[i]) * 100
+
+
+def test_integer_semantics_are_the_irs() -> None:
+    a = np.array([7, -7, 7, -7, -2**31, 5], np.int32)
+    b = np.array([2, 2, -2, -2, -1, 0], np.int32)
+    prog_ir = Program.wrapped(
+        [read("a", 0, I32), read("b", 1, I32), output("out", 2, I32), output("bits", 3, U32)], 32, [
+            let("i", gid()),
+            if_(var("i") < buflen("out"), [
+                store("out", var("i"), vyre.ir.binop(BinOpKind.BIT_XOR, load("a", var("i")) // load("b", var("i"))
+                      + load("a", var("i")) % load("b", var("i")) - (load("a", var("i")) << i32(2))
+                      + (load("a", var("i")) >> i32(1)), ~load("b", var("i")))),
+                store("bits", var("i"), vyre.ir.popcount(cast(U32, load("a", var("i"))))
+                      + cast(U32, load("a", var("i")) < load("b", var("i"))) * 100),
+            ]),
+        ])
+    assert int_ops.program.fingerprint() == prog_ir.fingerprint()
+    for backend in BACKENDS:
+        got = int_ops(a, b, np.zeros(6, np.int32), np.zeros(6, np.uint32), backend=backend)
+        want = vyre.dispatch(prog_ir, {"a": a, "b": b, "out": np.zeros(6, np.int32),
+                                       "bits": np.zeros(6, np.uint32)}, backend="interp")
+        np.testing.assert_array_equal(got["out"], want["out"])
+        np.testing.assert_array_equal(got["bits"], want["bits"])
+
+
+def test_loop_with_a_step_counts_like_python_range() -> None:
+    @vyre.kernel(workgroup_size=1)
+    def steps(lo: u32, hi: u32, out: Array[u32]):
+        total = 0
+        n = 0
+        for k in range(lo, hi, 3):
+            total += k
+            n += 1
+        out[0] = total
+        out[1] = n
+
+    for lo, hi in [(0, 10), (2, 3), (5, 5), (7, 2), (1, 11)]:
+        r = steps(lo, hi, np.zeros(2, np.uint32), backend="interp", grid=(1,))["out"]
+        assert list(r) == [sum(range(lo, hi, 3)), len(range(lo, hi, 3))]
+
+
+def test_select_and_workgroup_builders_agree() -> None:
+    @vyre.kernel(workgroup_size=TILE)
+    def rev(x: Array[f32], out: Array[f32]):
+        t = vyre.workgroup_array(TILE, f32)
+        t[vyre.lid()] = x[vyre.gid()]
+        vyre.barrier()
+        v = t[TILE - 1 - vyre.lid()]
+        out[vyre.gid()] = vyre.select(v > 0.0, v, 0.0)
+
+    x, out, t = read("x", 0, F32), output("out", 1, F32), workgroup("t", TILE, F32)
+    want = Program.wrapped([x, out, t], TILE, [
+        store(t, lid(), x[gid()]), barrier(),
+        let("v", t[lit_u32(TILE) - 1 - lid()]),
+        store(out, gid(), select(var("v") > lit_f32(0.0), var("v"), lit_f32(0.0))),
+    ])
+    assert rev.program.fingerprint() == want.fingerprint()
+    xs = np.arange(-64, 64, dtype=np.float32)
+    got = rev(xs, np.zeros(128, np.float32), backend="cpu")["out"]
+    np.testing.assert_array_equal(got, np.maximum(xs.reshape(2, 64)[:, ::-1].reshape(-1), 0))
+
+
+def test_loops_and_assignments_match_builders() -> None:
+    @vyre.kernel(workgroup_size=1)
+    def tri(out: Array[u32]):
+        acc = 0
+        for k in range(5):
+            acc = acc + k
+        out[0] = acc
+
+    want = Program.wrapped([output("out", 0, U32)], 1, [
+        let("acc", lit_u32(0)),
+        loop("k", lit_u32(0), lit_u32(5), [assign("acc", var("acc") + var("k"))]),
+        store("out", lit_u32(0), var("acc")),
+    ])
+    assert tri.program.fingerprint() == want.fingerprint()
+
+
+# ---- autodiff ---------------------------------------------------------------------------------------
+
+def test_grad_of_a_kernel_is_autodiffs_grad_of_its_program() -> None:
+    back = vyre.grad(chain, wrt=["x"])
+    assert back == autodiff.grad(chain.program, ["out"], ["x"])
+    assert vyre.grad(chain, "x") == back
+    assert vyre.grad(chain.program, wrt="x", outputs="out") == back
+
+
+def test_autodiff_functions_take_a_name_or_a_list_alike() -> None:
+    rng = np.random.default_rng(1)
+    xs, ys = rng.random(32, dtype=np.float32), rng.random(32, dtype=np.float32)
+    inputs = {"x": xs, "y": ys, "out": np.zeros(32, np.float32)}
+    cot = {"out": np.ones(32, np.float32)}
+    for prog in (chain.program, chain):
+        a = autodiff.vjp(prog, inputs, cot, "x", backend="interp")
+        b = autodiff.vjp(prog, inputs, cot, ["x"], backend="interp")
+        np.testing.assert_array_equal(a["x"], b["x"])
+        la, ga = autodiff.value_and_grad(prog, inputs, "out", "x", backend="interp")
+        lb, gb = autodiff.value_and_grad(prog, inputs, ["out"], ["x"], backend="interp")
+        assert la == lb
+        np.testing.assert_array_equal(ga["x"], gb["x"])
+        _, ta = autodiff.jvp(prog, inputs, {"x": np.ones(32, np.float32)}, outputs="out", backend="interp")
+        _, tb = autodiff.jvp(prog, inputs, {"x": np.ones(32, np.float32)}, outputs=["out"], backend="interp")
+        np.testing.assert_array_equal(ta["out"], tb["out"])
+        assert autodiff.grad(prog, "out", "x") == autodiff.grad(chain.program, ["out"], ["x"])
+    want = np.exp(xs) * ys + np.cos(xs) * xs + np.sin(xs)
+    np.testing.assert_allclose(ga["x"], want, rtol=1e-5)
+
+
+def test_frontend_errors_are_vyre_errors() -> None:
+    assert issubclass(FrontendError, vyre.VyreError)
+    with pytest.raises(FrontendError, match="runs only inside a kernel"):
+        sq(1.0)
+    with pytest.raises(FrontendError, match="workgroup memory"):
+        vyre.workgroup_array(4, f32)

@@ -1,0 +1,272 @@
+"""``@vyre.kernel``, ``@vyre.func`` and the call of a compiled kernel.
+
+A decorated function is read and lowered once, when it is decorated: problems are reported then,
+against the user's file and line, and nothing of its body ever runs as Python. Names the body uses
+(``vyre``, ``math``, module-level constants, other ``@vyre.func`` functions) are looked up in the
+function's globals and closure at that moment, so they must be defined before the decorated
+function; constants are baked into the program.
+
+Parameters: ``x: Array[T]`` is a buffer (read-only unless the body stores into it or uses it in an
+atomic; then read-write and an output), bound in parameter order (binding 0, 1, ...). ``a: T`` for a
+scalar type ``T`` is a *scalar parameter*: it is compiled as a 1-element uniform buffer named ``a``
+(so a new value is new data, never a recompile) and passed as a Python number, to the kernel or
+by name to ``vyre.dispatch``.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections import ChainMap
+from collections.abc import Mapping, Sequence
+from typing import Any, overload
+
+from ..errors import DispatchError, FrontendError
+from ..ir import DataType, Program
+from .intrinsics import SCALAR_TYPES, _ArrayType
+from .lower import lower_kernel
+from .source import Source, read_source
+from .values import BufRef
+
+Annotation = DataType | _ArrayType | None
+
+
+def _env(fn: Any) -> ChainMap[str, Any]:
+    """The names a function body sees: its closure cells, then its (live) globals, so a
+    ``@vyre.func`` sees functions defined after it by the time a kernel calls it."""
+    cells: dict[str, Any] = {}
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__, strict=True):
+            try:
+                cells[name] = cell.cell_contents
+            except ValueError:  # an empty cell: defined later
+                continue
+    return ChainMap(cells, fn.__globals__)
+
+
+def _annotation(src: Source, env: Mapping[str, Any], node: ast.expr | None, what: str,
+                required: bool) -> Annotation:
+    """Resolve an annotation from its AST (``Array[f32]``, ``f32``, ``vyre.u32``, ``np.float32``)."""
+    if node is None:
+        if required:
+            raise src.error(None, f"{what} has no type annotation", "annotate it: x: Array[vyre.f32] or a: vyre.f32")
+        return None
+
+    def resolve(n: ast.expr) -> Any:
+        match n:
+            case ast.Name(id=name) if name in env:
+                return env[name]
+            case ast.Name(id=name):
+                import builtins
+
+                if hasattr(builtins, name):
+                    return getattr(builtins, name)
+                raise src.error(n, f"the annotation name `{name}` is not defined",
+                                "import it: from vyre import Array, f32")
+            case ast.Attribute(value=base, attr=attr):
+                obj = resolve(base)
+                if not hasattr(obj, attr):
+                    raise src.error(n, f"`{ast.unparse(n)}` does not exist", "check the spelling")
+                return getattr(obj, attr)
+            case ast.Subscript(value=base, slice=idx):
+                arr = resolve(base)
+                if not isinstance(arr, _ArrayType):
+                    raise src.error(n, f"`{ast.unparse(n)}` is not an array type", "write Array[vyre.f32]")
+                return _ArrayType(resolve(idx))
+            case ast.Constant(value=str(text)):
+                return resolve(ast.parse(text, mode="eval").body)
+        raise src.error(n, f"`{ast.unparse(n)}` is not a vyre type", "write Array[vyre.f32] or vyre.f32")
+
+    got = resolve(node)
+    if isinstance(got, _ArrayType):
+        el = SCALAR_TYPES.get(id(got.element))
+        if el is None:
+            raise src.error(node, f"`{ast.unparse(node)}`: arrays need an element type",
+                            "write Array[vyre.f32] (or f64, i32, u32, boolean)")
+        return _ArrayType(el)
+    t = SCALAR_TYPES.get(id(got))
+    if t is None:
+        raise src.error(node, f"`{ast.unparse(node)}` is not a vyre type",
+                        "use Array[vyre.f32] for arrays, vyre.f32 / vyre.u32 / ... for scalars")
+    return t
+
+
+def _params(src: Source, env: Mapping[str, Any], decorator: str, required: bool) -> list[tuple[str, Annotation]]:
+    a = src.tree.args
+    for bad, what in ((a.vararg, "*args"), (a.kwarg, "**kwargs")):
+        if bad is not None:
+            raise src.error(bad, f"{what} has no IR meaning", "list every parameter by name")
+    if a.defaults or (a.kw_defaults and any(d is not None for d in a.kw_defaults)):
+        node = (a.defaults or [d for d in a.kw_defaults if d is not None])[0]
+        raise src.error(node, f"{decorator} parameters have no defaults", "pass every argument")
+    return [(p.arg, _annotation(src, env, p.annotation, f"parameter `{p.arg}`", required))
+            for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+
+
+class DeviceFunction:
+    """A ``@vyre.func`` function: callable from kernels (inlined, or an IR ``Call`` when its body
+    is one pure ``return`` over annotated scalars), never from Python."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.name: str = fn.__name__
+        self.source = read_source(fn, "@vyre.func")
+        self.env = _env(fn)
+        self.params = _params(self.source, self.env, "@vyre.func", required=False)
+        ret = self.source.tree.returns
+        res = _annotation(self.source, self.env, ret, "the result", False) if ret is not None else None
+        if isinstance(res, _ArrayType):
+            raise self.source.error(ret, "a @vyre.func returns a value, not an array", "return a scalar")
+        self.result: DataType | None = res
+        body = [s for k, s in enumerate(self.source.tree.body)
+                if not (k == 0 and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        self.pure_candidate = (len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None
+                               and all(isinstance(t, DataType) for _, t in self.params))
+        self.__doc__ = fn.__doc__
+        self.__name__ = self.name
+        self.__qualname__ = fn.__qualname__
+        self.__wrapped__ = fn
+
+    @property
+    def param_types(self) -> list[tuple[str, DataType]]:
+        return [(p, t) for p, t in self.params if isinstance(t, DataType)]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise FrontendError(f"{self.name} is a @vyre.func: it runs only inside a kernel. Fix: call it "
+                            "from a @vyre.kernel function (or call the undecorated Python function)")
+
+    def __repr__(self) -> str:
+        return f"<vyre.func {self.__qualname__}>"
+
+
+class KernelFunction:
+    """A ``@vyre.kernel`` function: ``.program`` is the validated IR; calling it dispatches.
+
+    ``k(x, y, out)`` or ``k(x=..., y=..., out=...)`` equals ``vyre.dispatch(k.program, {...})``;
+    keyword arguments that are not parameters (``backend=``, ``grid=``, ...) pass through to
+    :func:`vyre.dispatch`. Scalar parameters take Python numbers."""
+
+    def __init__(self, fn: Any, workgroup_size: int | Sequence[int]) -> None:
+        self.fn = fn
+        self.name: str = fn.__name__
+        self.source = read_source(fn, "@vyre.kernel")
+        env = _env(fn)
+        params = _params(self.source, env, "@vyre.kernel", required=True)
+        refs: list[BufRef] = []
+        for name, ann in params:
+            if isinstance(ann, _ArrayType):
+                assert isinstance(ann.element, DataType)
+                refs.append(BufRef(name, ann.element, "array"))
+            else:
+                assert isinstance(ann, DataType)
+                refs.append(BufRef(name, ann, "scalar"))
+        self.params: tuple[BufRef, ...] = tuple(refs)
+        self.program: Program = lower_kernel(self.source, env, refs, _wg3(workgroup_size, self.source))
+        self.__doc__ = fn.__doc__
+        self.__name__ = self.name
+        self.__qualname__ = fn.__qualname__
+        self.__wrapped__ = fn
+
+    def inputs(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Split a call's arguments into dispatch inputs (by parameter name) and dispatch options."""
+        if len(args) > len(self.params):
+            raise DispatchError(f"{self.name}() takes {len(self.params)} arguments, got {len(args)}. "
+                                f"Fix: pass {', '.join(p.name for p in self.params)}")
+        names = {p.name: p for p in self.params}
+        given: dict[str, Any] = {}
+        for p, a in zip(self.params, args, strict=False):
+            given[p.name] = a
+        options: dict[str, Any] = {}
+        for k, v in kwargs.items():
+            if k in names:
+                if k in given:
+                    raise DispatchError(f"{self.name}() got `{k}` twice. Fix: pass it once")
+                given[k] = v
+            else:
+                options[k] = v
+        return given, options  # dispatch turns numbers for scalar parameters into arrays
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        from ..driver.dispatch import dispatch
+
+        inputs, options = self.inputs(*args, **kwargs)
+        accepted = inspect.signature(dispatch).parameters
+        unknown = [k for k in options if k not in accepted or k in ("program", "inputs")]
+        if unknown:
+            raise DispatchError(f"{self.name}() got unknown argument(s) {unknown}; parameters are "
+                                f"{[p.name for p in self.params]} and dispatch options "
+                                f"{[k for k in accepted if k not in ('program', 'inputs')]}. Fix: check the names")
+        return dispatch(self.program, inputs, **options)
+
+    def __str__(self) -> str:
+        return str(self.program)
+
+    def __repr__(self) -> str:
+        return f"<vyre.kernel {self.__qualname__}: {len(self.params)} params>"
+
+
+def _wg3(wg: int | Sequence[int], src: Source) -> tuple[int, int, int]:
+    sizes = (wg,) if isinstance(wg, int) else tuple(wg)
+    if not sizes or len(sizes) > 3 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes):
+        raise FrontendError(f"workgroup_size={wg!r} is not 1 to 3 positive ints. Fix: e.g. "
+                            "@vyre.kernel(workgroup_size=128) or (16, 16)", src.filename, src.tree.lineno)
+    s3 = (*sizes, 1, 1)[:3]
+    return (s3[0], s3[1], s3[2])
+
+
+@overload
+def kernel(fn: Any, /) -> KernelFunction: ...
+@overload
+def kernel(*, workgroup_size: int | Sequence[int] = 256) -> Any: ...
+
+
+def kernel(fn: Any = None, /, *, workgroup_size: int | Sequence[int] = 256) -> Any:
+    """Compile a Python function into a vyre kernel (``@vyre.kernel`` or
+    ``@vyre.kernel(workgroup_size=128)``); see docs/guide.md.
+
+    >>> @vyre.kernel
+    ... def double(x: Array[f32], out: Array[f32]):
+    ...     i = vyre.gid()
+    ...     if i < len(out):
+    ...         out[i] = x[i] * 2.0
+    """
+    if fn is None:
+        return lambda f: KernelFunction(f, workgroup_size)
+    return KernelFunction(fn, workgroup_size)
+
+
+def func(fn: Any) -> DeviceFunction:
+    """A helper callable from kernels: ``@vyre.func def sq(a: f32) -> f32: return a * a``."""
+    return DeviceFunction(fn)
+
+
+def program_of(obj: Any) -> Program:
+    """A Program, or the program of a ``@vyre.kernel`` function."""
+    if isinstance(obj, Program):
+        return obj
+    prog = getattr(obj, "program", None)
+    if isinstance(prog, Program):
+        return prog
+    raise DispatchError(f"expected a vyre Program or a @vyre.kernel function, got {type(obj).__name__}. "
+                        "Fix: pass kernel.program or a Program")
+
+
+def grad(kernel_or_program: Any, wrt: str | Sequence[str], outputs: str | Sequence[str] | None = None,
+         **options: Any) -> Program:
+    """The backward program of a kernel or program (``vyre.autodiff.grad``): ``wrt`` names the
+    inputs (a name or a list), ``outputs`` the differentiated outputs (default: every output).
+
+    >>> back = vyre.grad(chain, wrt=["x"])   # same as vyre.autodiff.grad(chain.program, ["out"], ["x"])
+    """
+    from ..autodiff import grad as ad_grad
+
+    prog = program_of(kernel_or_program)
+    outs = [b.name for b in prog.outputs] if outputs is None else names_list(outputs)
+    return ad_grad(prog, outs, names_list(wrt), **options)
+
+
+def names_list(names: str | Sequence[str] | Mapping[str, Any]) -> list[str]:
+    """A name or a list of names, as a list."""
+    if isinstance(names, str):
+        return [names]
+    return list(names)

@@ -1,0 +1,569 @@
+"""Lowering a kernel function's statements to IR statements, and assembling the Program.
+
+Scoping follows the IR: a local first assigned inside an ``if`` or a loop lives in that block; using
+it after the block is an error with a fix (give it a value before the block). A local keeps the type
+of its first assignment. ``@vyre.func`` calls become IR ``Call`` s of a ``FunctionDef`` when the
+function is one pure ``return`` over annotated scalar parameters, and are inlined otherwise.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ValidationError
+from ..ir import BufferAccess, BufferDecl, DataType, Program
+from ..ir.expr import Atomic, Call, FunctionDef, LitBool, Var, walk
+from ..ir.expr import Load as LoadE
+from ..ir.node import Assign, Barrier, If, Let, Loop, Node, Return, Store
+from .exprs import Binding, ExprLowering, Local, Py, _Impure
+from .intrinsics import INTRINSICS, _ArrayType
+from .values import BufRef, TypeProblem, Typed, Value, Weak, coerce, literal, typed
+
+if TYPE_CHECKING:
+    from .api import DeviceFunction
+    from .source import Source
+
+_AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+        ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
+
+_REJECTED_STMTS: dict[type, tuple[str, str]] = {
+    ast.While: ("`while` loops have no IR meaning (their exit depends on data)",
+                "loop a bounded number of times with `for k in range(n):` and guard the body with `if`"),
+    ast.Break: ("`break` has no IR meaning (loops run their whole range)",
+                "guard the rest of the body with an `if` on a flag local"),
+    ast.Continue: ("`continue` has no IR meaning", "guard the rest of the body with an `if`"),
+    ast.Try: ("try/except has no IR meaning (nothing raises on the device)", "remove it"),
+    ast.With: ("`with` has no IR meaning", "remove it"),
+    ast.Raise: ("`raise` has no IR meaning (nothing raises on the device)",
+                "check inputs before dispatch, or write a flag to an output buffer"),
+    ast.Assert: ("`assert` has no IR meaning on the device", "check inputs before dispatch"),
+    ast.Delete: ("`del` has no IR meaning", "remove it"),
+    ast.Global: ("`global` has no IR meaning: kernels write only buffers", "pass an Array parameter and store into it"),
+    ast.Nonlocal: ("`nonlocal` has no IR meaning", "pass an Array parameter and store into it"),
+    ast.FunctionDef: ("nested functions (closures) have no IR meaning",
+                      "define it at module level with @vyre.func"),
+    ast.AsyncFunctionDef: ("nested functions have no IR meaning", "define it at module level with @vyre.func"),
+    ast.ClassDef: ("classes have no IR meaning in a kernel", "move it out of the kernel"),
+    ast.Import: ("imports inside a kernel have no IR meaning", "import at module level"),
+    ast.ImportFrom: ("imports inside a kernel have no IR meaning", "import at module level"),
+    ast.Match: ("`match` has no IR meaning", "use if / elif / else"),
+    ast.AsyncFor: ("async loops have no IR meaning", "use for k in range(n):"),
+    ast.AsyncWith: ("`async with` has no IR meaning", "remove it"),
+}
+
+
+@dataclass
+class KernelState:
+    """What the lowering of one kernel (and the functions it inlines) shares."""
+
+    buffers: dict[str, BufRef]
+    written: set[str] = field(default_factory=set)
+    workgroup: dict[str, BufferDecl] = field(default_factory=dict)
+    functions: dict[str, FunctionDef] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+    stack: list[Any] = field(default_factory=list)
+    lines: dict[int, tuple[Node, Source, ast.AST]] = field(default_factory=dict)
+
+    def fresh(self, hint: str) -> str:
+        n, name = 0, hint
+        while name in self.used:
+            n += 1
+            name = f"{hint}_{n}"
+        self.used.add(name)
+        return name
+
+
+def _names(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+
+
+class FnLowering(ExprLowering):
+    """Lowers one function body (the kernel's or an inlined @vyre.func's)."""
+
+    def __init__(self, state: KernelState, src: Source, env: Mapping[str, Any], kernel: bool) -> None:
+        self.state, self.src, self.env, self.kernel = state, src, env, kernel
+        self.scopes: list[dict[str, Binding]] = [{}]
+        self.gone: dict[str, str] = {}
+        self.pure = False
+        self.ret: tuple[str, list[Node], DataType | None] | None = None  # inlined: result local
+        state.used |= _names(src.tree)
+
+    # ---- plumbing for the expression half -------------------------------------------------------
+
+    def fresh(self, hint: str) -> str:
+        return self.state.fresh(hint)
+
+    def note(self, n: Node, node: ast.AST) -> Node:
+        self.state.lines[id(n)] = (n, self.src, node)
+        return n
+
+    def mark_written(self, buf: BufRef, node: ast.AST) -> None:
+        if buf.kind == "scalar":
+            self.fail(node, f"`{buf.name}` is a scalar parameter; it cannot be written",
+                      f"make it an array (`{buf.name}: Array[...]`) or copy it to a local")
+        self.state.written.add(buf.name)
+
+    def bind(self, name: str, b: Binding) -> None:
+        self.scopes[-1][name] = b
+        self.gone.pop(name, None)
+
+    def block(self, body: list[ast.stmt], where: str) -> list[Node]:
+        self.scopes.append({})
+        out: list[Node] = []
+        for s in body:
+            self.stmt(s, out)
+        for name, b in self.scopes.pop().items():
+            if isinstance(b, Local):
+                self.gone[name] = (f"`{name}` was first assigned inside {where} (line "
+                                   f"{b.line + self.src.line_offset}), so it exists only in that block")
+        return out
+
+    # ---- statements ----------------------------------------------------------------------------
+
+    def stmts(self, body: list[ast.stmt]) -> list[Node]:
+        out: list[Node] = []
+        for k, s in enumerate(body):
+            if k == 0 and _is_doc(s):
+                continue
+            self.stmt(s, out)
+        return out
+
+    def stmt(self, s: ast.stmt, out: list[Node]) -> None:
+        pre: list[Node] = []
+        match s:
+            case ast.Assign(targets=targets, value=value):
+                if len(targets) != 1:
+                    self.fail(s, "chained assignment (a = b = ...) has no IR meaning",
+                              "assign each local on its own line")
+                self.assign(s, targets[0], value, None, pre)
+            case ast.AnnAssign(target=target, annotation=ann, value=value):
+                if value is None:
+                    self.fail(s, "a declaration without a value", f"give it a value: {ast.unparse(s)} = 0")
+                t = self.scalar_type(ann, pre)
+                self.assign(s, target, value, t, pre)
+            case ast.AugAssign(target=target, op=op, value=value):
+                self.aug_assign(s, target, op, value, pre)
+            case ast.If(test=test, body=body, orelse=orelse):
+                c = self.cond(test, pre, "`if`")
+                if isinstance(c.expr, LitBool) and isinstance(test, (ast.Constant, ast.Name, ast.Attribute)):
+                    # a compile-time flag (if DEBUG:): only the taken branch is compiled
+                    pre += self.block(body if c.expr.value else orelse, "an `if`")
+                else:
+                    then = self.block(body, f"the `if` at line {s.lineno + self.src.line_offset}")
+                    other = self.block(orelse, f"the `else` of line {s.lineno + self.src.line_offset}")
+                    pre.append(self.note(If(c.expr, tuple(then), tuple(other)), s))
+            case ast.For():
+                self.for_loop(s, pre)
+            case ast.Return(value=value):
+                self.ret_stmt(s, value, pre)
+            case ast.Expr(value=value):
+                self.expr_stmt(s, value, pre)
+            case ast.Pass():
+                pass
+            case _:
+                why, fix = _REJECTED_STMTS.get(type(s), (f"`{type(s).__name__}` statements have no IR meaning",
+                                                         "use assignments, if/else, for-range loops and calls"))
+                self.fail(s, why, fix)
+        out += pre
+
+    def assign(self, s: ast.stmt, target: ast.expr, value: ast.expr, t: DataType | None,
+               pre: list[Node]) -> None:
+        if isinstance(target, ast.Subscript):
+            buf = self.buffer_of(target.value, pre)
+            self.mark_written(buf, target)
+            idx = self.index(target.slice, pre)
+            v = self.value(value, pre)
+            tv = self.typing(value, lambda: coerce(v, buf.dtype, f"a store into `{buf.name}` ({buf.dtype.short})"))
+            pre.append(self.note(Store(buf.name, idx, tv.expr), s))
+            return
+        if not isinstance(target, ast.Name):
+            self.fail(target, f"assigning to `{ast.unparse(target)}` has no IR meaning",
+                      "assign one local (x = ...) or one element (out[i] = ...) per line")
+        name = target.id
+        if isinstance(value, ast.Call) and self.is_intrinsic(value.func, "workgroup_array"):
+            self.workgroup_array(s, name, value, pre)
+            return
+        current = self.current(name)
+        v = self.as_value(self.expr(value, pre, top=True), value)
+        if current is None:
+            tv = self.typing(value, lambda: coerce(v, t, "the annotation") if t is not None else typed(v))
+            if pre and isinstance(tv.expr, Var) and isinstance(pre[-1], Let) and pre[-1].name == tv.expr.name:
+                # `old = atomic_add(...)`, `s = subgroup_reduce(...)`: bind under the user's name
+                tv = Typed(pre.pop().value, tv.dtype)  # type: ignore[union-attr]
+            self.bind(name, Local(name if self.kernel else self.fresh(self.prefix + name), tv.dtype, s.lineno))
+            local = self.current(name)
+            assert isinstance(local, Local)
+            pre.append(self.note(Let(local.ir, tv.expr), s))
+            return
+        self.reassign(s, name, current, v, value, pre)
+
+    def reassign(self, s: ast.stmt, name: str, current: Binding, v: Value, value: ast.AST,
+                 pre: list[Node]) -> None:
+        if isinstance(current, BufRef):
+            self.fail(s, f"`{name}` is a parameter; it cannot be reassigned",
+                      f"use a new local name, or store into it ({name}[i] = ...)" if current.kind != "scalar"
+                      else f"copy it to a new local first: {name}_2 = {name}")
+        if isinstance(current, Py):
+            self.fail(s, f"`{name}` names a Python object here", "use a new local name")
+        if current.loop:
+            self.fail(s, f"`{name}` is a loop variable, read-only in the IR", f"copy it first: j = {name}")
+        try:
+            tv = coerce(v, current.dtype, f"`{name}`")
+        except TypeProblem:
+            got = typed(v).dtype.short if isinstance(v, Weak) else v.dtype.short
+            self.fail(s, f"`{name}` is {current.dtype.short} (first assigned at line "
+                      f"{current.line + self.src.line_offset}); here it is assigned {got}. A local keeps its type",
+                      f"convert: {name} = vyre.{_spelled(current.dtype)}(...), "
+                      "or use a new name")
+        pre.append(self.note(Assign(current.ir, tv.expr), s))
+
+    def aug_assign(self, s: ast.AugAssign, target: ast.expr, op: ast.operator, value: ast.expr,
+                   pre: list[Node]) -> None:
+        if type(op) not in _AUG:
+            self.fail(s, f"`{ast.unparse(s)}` has no IR meaning", "write x = x * y etc.")
+        if isinstance(target, ast.Subscript):
+            buf = self.buffer_of(target.value, pre)
+            self.mark_written(buf, target)
+            idx = self.index(target.slice, pre)
+            old = Typed(LoadE(buf.name, idx), buf.dtype)
+            new = self.binop(s, op, old, self.value(value, pre))
+            tv = self.typing(s, lambda: coerce(new, buf.dtype, f"a store into `{buf.name}`"))
+            pre.append(self.note(Store(buf.name, idx, tv.expr), s))
+            return
+        if not isinstance(target, ast.Name):
+            self.fail(target, f"`{ast.unparse(target)}` cannot be updated", "update a local or an element")
+        current = self.current(target.id)
+        if current is None:
+            self.lookup(target.id, target)  # says why if it went out of scope
+            self.fail(target, f"`{target.id}` is not defined yet", f"give it a value first: {target.id} = 0")
+        cur = self.expr(ast.Name(target.id, ast.Load(), lineno=s.lineno, col_offset=s.col_offset), pre)
+        if not isinstance(cur, Typed):
+            self.reassign(s, target.id, current, typed(Weak(int, lambda t: literal(0, t), 0, False)), s, pre)
+            return
+        new = self.binop(s, op, cur, self.value(value, pre))
+        self.reassign(s, target.id, current, new, s, pre)
+
+    def current(self, name: str) -> Binding | None:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    @property
+    def prefix(self) -> str:
+        return "" if self.kernel else f"{self.src.tree.name}_"
+
+    def is_intrinsic(self, func: ast.expr, kind: str) -> bool:
+        try:
+            f = self.expr(func, [])
+        except Exception:
+            return False
+        intr = INTRINSICS.get(id(f.obj)) if isinstance(f, Py) else None
+        return intr is not None and intr.kind == kind
+
+    def workgroup_array(self, s: ast.stmt, name: str, call: ast.Call, pre: list[Node]) -> None:
+        if not self.kernel or len(self.scopes) != 1:
+            self.fail(s, "workgroup memory is declared only at the top level of a kernel",
+                      "move `name = vyre.workgroup_array(count, dtype)` to the kernel's top level")
+        if self.current(name) is not None or name in self.state.buffers:
+            self.fail(s, f"`{name}` is already defined", "use a new name for the workgroup array")
+        count_e, t_e = self.args(call, 2, 2, "workgroup_array")
+        count = self.static_int(count_e, pre, "the workgroup array's size")
+        if count <= 0:
+            self.fail(count_e, f"a workgroup array of {count} elements", "use a positive size")
+        t = self.scalar_type(t_e, pre)
+        ref = BufRef(name, t, "workgroup")
+        self.state.buffers[name] = ref
+        self.state.workgroup[name] = BufferDecl.workgroup(name, count, t)
+        self.bind(name, ref)
+
+    def for_loop(self, s: ast.For, pre: list[Node]) -> None:
+        if s.orelse:
+            self.fail(s.orelse[0], "`for ... else` has no IR meaning", "move the else body after the loop")
+        if not isinstance(s.target, ast.Name):
+            self.fail(s.target, "a loop variable must be one name", "write for k in range(n):")
+        if not (isinstance(s.iter, ast.Call) and self.is_intrinsic(s.iter.func, "range")):
+            self.fail(s.iter, "only `for k in range(...)` loops have an IR meaning",
+                      "loop over indices: for k in range(len(x)): ... x[k]")
+        args = self.args(s.iter, 1, 3, "range")
+        name = s.target.id
+        if self.current(name) is not None:
+            self.fail(s.target, f"`{name}` is already a local; an IR loop variable is a new name",
+                      "use a new name for the loop variable")
+        lo = self.loop_bound(args[0], pre) if len(args) > 1 else Typed(literal(0, DataType.U32), DataType.U32)
+        hi = self.loop_bound(args[1] if len(args) > 1 else args[0], pre)
+        step = self.static_int(args[2], pre, "range()'s step") if len(args) == 3 else 1
+        if step <= 0:
+            self.fail(args[2], f"range() step {step}: IR loops count up",
+                      "count up and index from the end: x[n - 1 - k]")
+        ir_name = name if self.kernel else self.fresh(self.prefix + name)
+        self.scopes.append({name: Local(ir_name, DataType.U32, s.lineno, loop=True)})
+        if step == 1:
+            body = self.block(s.body, f"the loop at line {s.lineno + self.src.line_offset}")
+            self.scopes.pop()
+            pre.append(self.note(Loop(ir_name, lo.expr, hi.expr, tuple(body)), s))
+        else:  # k = lo + t * step for t in 0 .. ceil((hi - lo) / step)
+            t = self.fresh(f"{name}_step")
+            lo_v = self.hoist(pre, lo.expr, DataType.U32, f"{name}_lo", s)
+            count = self.hoist(pre, ((hi.expr > lo_v.expr).cast(DataType.U32)) * (
+                (hi.expr - lo_v.expr - 1) // step + 1), DataType.U32, f"{name}_n", s)
+            self.scopes[-1] = {name: Local(ir_name + "_v", DataType.U32, s.lineno, loop=True)}
+            body = self.block(s.body, f"the loop at line {s.lineno + self.src.line_offset}")
+            self.scopes.pop()
+            head = Let(ir_name + "_v", lo_v.expr + Var(t) * step)
+            pre.append(self.note(Loop(t, literal(0, DataType.U32), count.expr, (head, *body)), s))
+        self.gone[name] = f"`{name}` is the variable of the loop at line {s.lineno + self.src.line_offset}"
+
+    def loop_bound(self, e: ast.expr, pre: list[Node]) -> Typed:
+        v = self.value(e, pre, "a range bound")
+        if isinstance(v, Typed) and v.dtype is not DataType.U32:
+            self.fail(e, f"range() bounds are u32, got {v.dtype.short}", f"convert: vyre.u32({ast.unparse(e)})")
+        return self.typing(e, lambda: typed(v, DataType.U32))  # type: ignore[no-any-return]
+
+    def ret_stmt(self, s: ast.Return, value: ast.expr | None, pre: list[Node]) -> None:
+        if self.kernel:
+            if value is not None:
+                self.fail(s, "a kernel returns no value (results go to output arrays)",
+                          "store the value into an Array parameter: out[i] = ...")
+            pre.append(self.note(Return(), s))
+            return
+        if self.ret is None or value is None:
+            self.fail(s, "`return` here has no IR meaning", "return once, at the end of the function")
+        name, inits, t = self.ret
+        v = self.value(value, pre)
+        if t is None:
+            tv = self.typing(value, lambda: typed(v))
+            self.ret = (name, inits, tv.dtype)
+            inits.append(Let(name, literal(0, tv.dtype) if tv.dtype is not DataType.BOOL else LitBool(False)))
+        else:
+            tv = self.typing(value, lambda: coerce(v, t, "the function's result"))
+        pre.append(self.note(Assign(name, tv.expr), s))
+
+    def expr_stmt(self, s: ast.Expr, value: ast.expr, pre: list[Node]) -> None:
+        if isinstance(value, ast.Call):
+            if self.is_intrinsic(value.func, "barrier"):
+                self.args(value, 0, 0, "barrier")
+                pre.append(self.note(Barrier(), s))
+                return
+            f = self.expr(value.func, pre)
+            from .api import DeviceFunction
+
+            if isinstance(f, Py) and isinstance(f.obj, DeviceFunction):
+                self.call_func(f.obj, value, pre)
+                return
+            if isinstance(f, Py) and INTRINSICS.get(id(f.obj)) is not None and \
+                    INTRINSICS[id(f.obj)].kind in ("atomic", "atomic_any"):
+                self.expr(value, pre, top=True)
+                return
+            self.expr(value, pre)
+        elif isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return  # a string as a comment
+        else:
+            self.expr(value, pre)
+        self.fail(s, f"`{ast.unparse(value)}` computes a value that is never used",
+                  "assign it to a local or store it into an output array")
+
+    # ---- @vyre.func calls ------------------------------------------------------------------------
+
+    def call_func(self, fn: DeviceFunction, node: ast.Call, pre: list[Node]) -> Value | None:
+        if fn in self.state.stack:
+            self.fail(node, f"{fn.name}() calls itself (recursion has no IR meaning)", "write it as a loop")
+        if node.keywords:
+            self.fail(node, f"{fn.name}() takes positional arguments in a kernel", "pass arguments by position")
+        if len(node.args) != len(fn.params):
+            self.fail(node, f"{fn.name}() takes {len(fn.params)} arguments, got {len(node.args)}",
+                      f"pass {', '.join(p for p, _ in fn.params)}")
+        args: list[Value | BufRef] = []
+        for a, (p, ann) in zip(node.args, fn.params, strict=True):
+            v = self.expr(a, pre)
+            if (ann is not None and isinstance(ann, _ArrayType) != isinstance(v, BufRef)) or isinstance(v, Py):
+                want = "an array" if isinstance(ann, _ArrayType) else "a value"
+                self.fail(a, f"{fn.name}()'s parameter `{p}` takes {want}", "pass the matching argument")
+            if isinstance(ann, DataType):
+                v = self.typing(a, lambda v=v, t=ann, p=p: coerce(v, t, f"parameter `{p}` of {fn.name}()"))
+            args.append(v)  # type: ignore[arg-type]
+        self.state.stack.append(fn)
+        try:
+            if fn.pure_candidate and all(isinstance(v, (Typed, Weak)) for v in args):
+                got = self.pure_call(fn, args)  # type: ignore[arg-type]
+                if got is not None:
+                    return got
+            return self.inline(fn, args, pre, node)
+        finally:
+            self.state.stack.pop()
+
+    def pure_call(self, fn: DeviceFunction, args: list[Value]) -> Value | None:
+        """``fn`` as an IR FunctionDef and a Call of it, when its body allows (else None)."""
+        sub = FnLowering(self.state, fn.source, fn.env, kernel=False)
+        sub.pure = True
+        params = tuple(fn.param_types)  # all annotated scalars (pure_candidate)
+        for p, t in params:
+            sub.bind(p, Local(p, t, 0))
+        ret = fn.source.tree.body[-1]
+        assert isinstance(ret, ast.Return) and ret.value is not None
+        try:
+            v = sub.value(ret.value, [])
+            res = fn.result
+            tv = sub.typing(ret.value, lambda: coerce(v, res, "the result") if res else typed(v))
+        except _Impure:
+            return None
+        if any(isinstance(x, (LoadE, Atomic)) or type(x).__name__ in _IMPURE_EXPRS for x in walk(tv.expr)):
+            return None
+        op_id = self.function_name(fn, FunctionDef(fn.name, params, tv.dtype, tv.expr))
+        call_args = tuple(typed(a, t).expr for a, (_, t) in zip(args, params, strict=True))
+        return Typed(Call(op_id, call_args), tv.dtype)
+
+    def function_name(self, fn: DeviceFunction, fdef: FunctionDef) -> str:
+        for k, existing in self.state.functions.items():
+            if existing == FunctionDef(k, fdef.params, fdef.result, fdef.body):
+                return k
+        name = fdef.op_id
+        n = 1
+        while name in self.state.functions or name in _RESERVED_CALLS:
+            n += 1
+            name = f"{fdef.op_id}_{n}"
+        self.state.functions[name] = FunctionDef(name, fdef.params, fdef.result, fdef.body)
+        return name
+
+    def inline(self, fn: DeviceFunction, args: list[Value | BufRef], pre: list[Node], node: ast.AST) -> Value | None:
+        sub = FnLowering(self.state, fn.source, fn.env, kernel=False)
+        for (p, _), a in zip(fn.params, args, strict=True):
+            if isinstance(a, BufRef):
+                sub.bind(p, a)
+            else:
+                ta = self.typing(node, lambda a=a: typed(a))
+                ir = self.fresh(f"{fn.name}_{p}")
+                pre.append(self.note(Let(ir, ta.expr), node))
+                sub.bind(p, Local(ir, ta.dtype, fn.source.tree.lineno))
+        body = [s for k, s in enumerate(fn.source.tree.body) if not (k == 0 and _is_doc(s))]
+        check_returns(fn.source, body)
+        if body and isinstance(body[-1], ast.Return) and not any(
+                isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)):
+            last = body[-1]
+            pre += sub.stmts(body[:-1])
+            if last.value is None:
+                return None
+            v = sub.value(last.value, pre)
+            if fn.result is not None:
+                v = sub.typing(last.value, lambda: coerce(v, fn.result, f"{fn.name}()'s result"))
+            return v
+        if not any(isinstance(n, ast.Return) and n.value is not None for s in body for n in ast.walk(s)):
+            pre += sub.stmts(body)
+            return None
+        inits: list[Node] = []
+        name = self.fresh(f"{fn.name}_result")
+        sub.ret = (name, inits, fn.result)
+        if fn.result is not None:
+            inits.append(Let(name, literal(0, fn.result) if fn.result is not DataType.BOOL else LitBool(False)))
+        nodes = sub.stmts(body)
+        assert sub.ret is not None and sub.ret[2] is not None
+        pre += inits + nodes
+        return Typed(Var(name), sub.ret[2])
+
+
+_IMPURE_EXPRS = {"InvocationId", "LocalId", "WorkgroupId", "SubgroupLocalId", "SubgroupSize",
+                 "SubgroupBallot", "SubgroupShuffle", "SubgroupReduce", "BufLen"}
+_RESERVED_CALLS = {"min", "max", "abs", "len", "select", "fma", "lane", "ballot", "shuffle", "gid", "lid", "wgid"}
+
+
+def _is_doc(s: ast.stmt) -> bool:
+    """A docstring (or a bare string used as a comment)."""
+    return isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+
+
+def _spelled(t: DataType) -> str:
+    return "boolean" if t is DataType.BOOL else t.short
+
+
+def check_returns(src: Source, body: list[ast.stmt]) -> None:
+    """A @vyre.func's returns must end every path (``return`` last, or last in both branches of
+    a final if/else): the IR has no early exit from an expression."""
+    def tail_ok(stmts: list[ast.stmt]) -> bool:
+        for s in stmts[:-1]:
+            for n in ast.walk(s):
+                if isinstance(n, ast.Return):
+                    raise src.error(n, "a `return` before the end of a @vyre.func has no IR meaning",
+                                    "compute the result in a local and return it once at the end, or "
+                                    "return from both branches of a final if/else")
+        if not stmts:
+            return False
+        last = stmts[-1]
+        if isinstance(last, ast.Return):
+            return True
+        if isinstance(last, ast.If):
+            a, b = tail_ok(last.body), tail_ok(last.orelse)
+            if a != b:
+                raise src.error(last, "only one branch of this if returns",
+                                "return from both branches (add an else), or return once after the if")
+            return a
+        for n in ast.walk(last):
+            if isinstance(n, ast.Return):
+                raise src.error(n, "a `return` inside a loop has no IR meaning",
+                                "compute the result in a local and return it after the loop")
+        return False
+
+    has_value = any(isinstance(n, ast.Return) and n.value is not None for s in body for n in ast.walk(s))
+    if has_value and not tail_ok(body):
+        raise src.error(None, "not every path through the function returns a value",
+                        "end the function with a return")
+
+
+def program_for(state: KernelState, params: list[BufRef], entry: list[Node], wg: tuple[int, int, int],
+                src: Source) -> Program:
+    """Assemble and validate; a validation finding is reported at the statement it concerns."""
+    decls: list[BufferDecl] = []
+    for k, p in enumerate(params):
+        if p.kind == "scalar":
+            decls.append(BufferDecl(p.name, k, BufferAccess.UNIFORM, p.dtype, count=1))
+        elif p.name in state.written:
+            decls.append(BufferDecl(p.name, k, BufferAccess.READ_WRITE, p.dtype, is_output=True))
+        else:
+            decls.append(BufferDecl(p.name, k, BufferAccess.READ_ONLY, p.dtype))
+    decls += state.workgroup.values()
+    fns = tuple(state.functions[k] for k in sorted(state.functions))
+    prog = Program(tuple(decls), wg, tuple(entry), fns)
+    try:
+        return prog.validate()
+    except ValidationError as e:
+        d = e.diagnostics[0]
+        where = _node_at(prog, d.path)
+        hit = state.lines.get(id(where)) if where is not None else None
+        s, node = (hit[1], hit[2]) if hit else (src, None)
+        text = d.message
+        what, _, fix = text.partition("Fix: ")
+        raise s.error(node, f"[{d.code}] {what.strip().rstrip('.')}",
+                      fix or "see docs/errors.md for the code") from None
+
+
+def _node_at(prog: Program, path: str) -> Node | None:
+    """The deepest statement a diagnostic path (``entry[2].then[0].value``) names."""
+    cur: Any = prog
+    found: Node | None = None
+    for attr, idx in re.findall(r"(\w+)(?:\[(\d+)\])?", path):
+        nxt = getattr(cur, attr, None)
+        if nxt is None:
+            break
+        if idx:
+            try:
+                nxt = nxt[int(idx)]
+            except (IndexError, TypeError, KeyError):
+                break
+        cur = nxt
+        if type(cur).__name__ in ("Let", "Assign", "Store", "If", "Loop", "Block", "Barrier", "Return", "Region"):
+            found = cur
+    return found
+
+
+def lower_kernel(src: Source, env: Mapping[str, Any], params: list[BufRef], wg: tuple[int, int, int]) -> Program:
+    state = KernelState({p.name: p for p in params})
+    low = FnLowering(state, src, env, kernel=True)
+    for p in params:
+        low.bind(p.name, p)
+    entry = low.stmts(src.tree.body)
+    return program_for(state, params, entry, wg, src)
+
