@@ -30,8 +30,13 @@ def compute_capability() -> str:
     return "{}.{}".format(*dev.compute_capability)
 
 
-def _device_view(decl: BufferDecl, obj: Any) -> Any:
-    """Zero-copy numba view of a device array (numba, CuPy, PyTorch, ...), checked like host arrays."""
+def _device_view(decl: BufferDecl, obj: Any, legacy_launch: bool = False) -> Any:
+    """Zero-copy numba view of a device array (numba, CuPy, PyTorch, ...), checked like host arrays.
+
+    numba synchronises the host with the stream the array interface names; a launch on the legacy
+    default stream (``legacy_launch``) is already ordered after work on it or on the per-thread
+    default stream, so then the host does not wait (it would serialise host and GPU: one chunk at a
+    time instead of several GPUs at once)."""
     from numba import cuda
 
     cai = obj.__cuda_array_interface__
@@ -58,7 +63,8 @@ def _device_view(decl: BufferDecl, obj: Any) -> Any:
     if decl.access.writable and cai["data"][1]:
         raise DispatchError(f"buffer {decl.name!r} is written by the program but the device array is "
                             "read-only. Fix: pass a writable array")
-    arr = cuda.as_cuda_array(obj)
+    ordered = legacy_launch and cai.get("stream") in (None, 1, 2)
+    arr = cuda.as_cuda_array(obj, sync=not ordered)
     return arr.reshape(n) if arr.ndim != 1 else arr
 
 
@@ -70,7 +76,7 @@ def _check_torch(decl: BufferDecl | None, obj: Any) -> None:
                             "gradients through autograd")
 
 
-def device_arg(decl: BufferDecl, obj: Any) -> tuple[Any, np.ndarray | None]:
+def device_arg(decl: BufferDecl, obj: Any, legacy_launch: bool = False) -> tuple[Any, np.ndarray | None]:
     """The device array a launch binds to ``decl``: a zero-filled allocation when ``obj`` is None
     (written buffers with a declared count only), a zero-copy view of a device array (CUDA array
     interface or DLPack), or a copy of a checked host array (returned too, as the second element, so
@@ -91,7 +97,7 @@ def device_arg(decl: BufferDecl, obj: Any) -> tuple[Any, np.ndarray | None]:
         raise DispatchError(f"buffer {decl.name!r} is written by the program but a {type(obj).__name__} is "
                             "immutable. Fix: pass a writable array for it (or leave it out to have it allocated)")
     if hasattr(obj, "__cuda_array_interface__"):
-        return _device_view(decl, obj), None
+        return _device_view(decl, obj, legacy_launch), None
     if is_dlpack(obj):
         if dlpack_device(obj) != DL_CPU:
             return _device_view(decl, device_view(obj, decl.name)), None
@@ -164,9 +170,10 @@ def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None
     results: dict[str, Any] = {}
     host_arrays: dict[str, np.ndarray] = {}
     device_spans: dict[str, Span] = {}
+    stream = launch_stream(inputs)
     for decl in storage_buffers(program):
         obj = inputs.get(decl.name)
-        d, flat = device_arg(decl, obj)
+        d, flat = device_arg(decl, obj, legacy_launch=stream == 0)
         dev_args.append(d)
         if obj is None:
             results[decl.name] = d
@@ -196,7 +203,6 @@ def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None
         scalars: tuple[int, ...] = (n, la.ipt)
     else:
         griddim, blockdim, scalars = g, program.workgroup_size, ()
-    stream = launch_stream(inputs)
     _first_launch_guarded(kernel, griddim, blockdim, dev_args, scalars, stream)
     for d, flat in copy_back:
         d.copy_to_host(flat)
