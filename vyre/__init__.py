@@ -23,3 +23,12 @@ __all__ = [
     "__version__", "ir",
     "Array", "func", "grad", "kernel", "workgroup_array", *_lang_names,
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``vyre.torch`` and ``vyre.graph`` load on first use (PyTorch is optional and heavy to import)."""
+    if name in ("torch", "graph"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'vyre' has no attribute {name!r}")
