@@ -1,7 +1,8 @@
 """vyre over Dask: compile sharing across worker processes (CPU) and multi-GPU scaling (CUDA).
 
     python bench/dask_bench.py cache           # CPU: N worker processes, cold vs shared disk cache
-    python bench/dask_bench.py gpus [log2 n]   # CUDA: chain + sum over n f32, 1 GPU vs all GPUs vs CuPy-on-Dask
+    python bench/dask_bench.py gpus [log2 n] [log2 chunk]   # CUDA: chain + sum over n f32,
+                                                             # 1 GPU vs all GPUs vs CuPy-on-Dask
 
 Prints markdown tables (paste into BENCHMARKS.md with machine, date, commit).
 """
@@ -58,7 +59,7 @@ def cache_section(workers: int = 2) -> None:
         print(f"| {run} | {workers} | {dt:.2f} | {list(stats.values())} |")
 
 
-def gpus_section(log2n: int = 30) -> None:
+def gpus_section(log2n: int = 30, log2chunk: int = 27) -> None:
     import cupy
     import dask
     import dask.array as da
@@ -68,7 +69,7 @@ def gpus_section(log2n: int = 30) -> None:
 
     n = 1 << log2n
     ngpu = cupy.cuda.runtime.getDeviceCount()
-    chunk = n // 8
+    chunk = 1 << log2chunk
     p = _chain_program()
 
     def on_devices(devices: list[int]) -> tuple[da.Array, da.Array]:
@@ -128,7 +129,7 @@ def gpus_section(log2n: int = 30) -> None:
         t_cupy = timed(lambda dx=dx, dy=dy: total(da.map_blocks(cupy_chain, dx, dy, dtype=np.float32)))
         rows.append((label, t_vyre, t_cupy))
     gb = 3 * 4 * n / 1e9  # x, y read, out written
-    print(f"chain + sum over 2^{log2n} f32 in chunks of 2^{log2n - 3}, threaded Dask scheduler, best of 5")
+    print(f"chain + sum over 2^{log2n} f32 in chunks of 2^{log2chunk}, threaded Dask scheduler, best of 5")
     print("| devices | vyre (ms) | vyre GB/s | CuPy-on-Dask (ms) | vyre speed-up vs 1 GPU |")
     print("|---|---|---|---|---|")
     for label, tv, tc in rows:
@@ -140,6 +141,6 @@ if __name__ == "__main__":
     if what == "cache":
         cache_section()
     elif what == "gpus":
-        gpus_section(int(sys.argv[2]) if len(sys.argv) > 2 else 30)
+        gpus_section(*(int(a) for a in sys.argv[2:4]))
     else:
         raise SystemExit(__doc__)
