@@ -24,6 +24,7 @@ from ..ir import (
 )
 from .emit import CODEGEN_VERSION, AtomicSite, Binding, Emitter, has_return, uses
 from .flat import is_tunable
+from .cpu_narrow import NARROW_PRELUDE, OPAQUE_IMPORT, CpuEmitter, id_lines
 from .cpu_private import private_atomics, private_parallel_entry
 from .inline import inline_calls
 from .simplify import simplify
@@ -291,13 +292,8 @@ def _is_sync(n: Node) -> bool:
 
 
 def _ids(em: Emitter, indent: int, wg: tuple[int, int, int]) -> None:
-    wx, wy, _ = wg
-    em.emit(indent, f"_lid0 = uint32(_l % {wx})")
-    em.emit(indent, f"_lid1 = uint32((_l // {wx}) % {wy})")
-    em.emit(indent, f"_lid2 = uint32(_l // {wx * wy})")
-    for a in range(3):
-        em.emit(indent, f"_gid{a} = uint32(_wg{a} * uint32({wg[a]}) + _lid{a})")
-    em.emit(indent, "_lane = uint32(_l & 31)")
+    for line in id_lines(wg):
+        em.emit(indent, line)
 
 
 @dataclass
@@ -340,7 +336,10 @@ class _Lockstep:
             if isinstance(n, Let):
                 t = em.type_of(n.value, scope)
                 rhs = em.atomic(n.value, scope) if isinstance(n.value, Atomic) else em.expr(n.value, scope)
+                const = None if isinstance(n.value, Atomic) else em.const_let(n.name, n.value, scope)
                 arr = self.lane_array(n.name, t, scope)
+                if const is not None:
+                    em.consts[scope[n.name].src] = const
                 em.emit(0, f"{arr}[_l] = {rhs}")
             else:
                 em.stmt(n, scope, 0)
@@ -475,7 +474,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
     has_atomics = uses(program, (Atomic,))
     lockstep = uses(program, (Barrier,)) or _uses_subgroup(program)
     par = parallel and not has_atomics
-    em = Emitter(program, CpuTarget(), src)
+    em = CpuEmitter(program, CpuTarget(), src)
     wg = program.workgroup_size
     njit = f"numba.njit(cache={cache}, error_model='numpy')"
     storage_params = "".join(f"{n}, " for n in storage_names)
@@ -500,7 +499,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
         if private:
             # atomics that are reductions: each parallel chunk gets private copies (cpu_private.py)
             psrc = {**src, **{b: f"_q{i}" for i, b in enumerate(sorted(private))}}
-            pem = Emitter(program, CpuTarget(), psrc)
+            pem = CpuEmitter(program, CpuTarget(), psrc)
             pem.block(program.entry, {}, 0)
             body = [*ids, *_invocation(pem.lines, has_return(program.entry), 0)]
             out += ["", "", *private_parallel_entry(program, private, src, psrc, storage_params, body,
@@ -515,7 +514,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
                     "        _hi = min(_lo + _chunk, _n)",
                     "        for _g in range(_lo, _hi):", *_indented(inv, 3)]
         out += ["", "", "VYRE_FLAT = True", f"VYRE_PARALLEL = {par}"]
-        return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n" + "\n".join(out) + "\n"
+        return _module(cache, out)
     if not lockstep:
         # independent invocations: workgroups in order (or in parallel), lanes in order, inline
         lid_em = Emitter(program, CpuTarget(), src)
@@ -530,7 +529,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
             out += ["", "", parallel_decl, f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
                     "    for _w in numba.prange(_gx * _gy * _gz):", *_indented(group, 2)]
         out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
-        return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n" + "\n".join(out) + "\n"
+        return _module(cache, out)
     ls = _Lockstep(program, em, "_bufs, _lanes")
     ls.uniform_block(program.entry, {}, 1)
     body = em.lines
@@ -568,7 +567,11 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
                 "    for _w in numba.prange(_gx * _gy * _gz):",
                 "        _vy_workgroup(_w, _gx, _gy, _sbufs)"]
     out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
-    return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + "\n\n" + "\n".join(out) + "\n"
+    return _module(cache, out, "\n\n")
+
+
+def _module(cache: bool, out: list[str], sep: str = "\n") -> str:
+    return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + NARROW_PRELUDE + sep + "\n".join(out) + "\n"
 
 
 def _cpu_header(cache: bool) -> list[str]:
@@ -579,6 +582,7 @@ def _cpu_header(cache: bool) -> list[str]:
         "import numpy as np",
         "from numba import boolean, int32, int64, uint32, float32, float64",
         "from numba import types as _t",
+        OPAQUE_IMPORT,
         "",
         f"_dev = numba.njit(cache={cache}, error_model='numpy', inline='always')",
     ]

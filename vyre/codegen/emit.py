@@ -24,7 +24,7 @@ from ..ir import (
 from ..ir.typing import expr_type
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 
-CODEGEN_VERSION = 10
+CODEGEN_VERSION = 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +123,8 @@ class Emitter:
     len_alias: dict[str, str] = field(default_factory=dict)
     # names some expression reads: a Let of an atomic outside it discards the old value
     read: set[str] = field(default_factory=set)
+    # locals whose value is a compile-time constant (never assigned, bound to literals): source -> value
+    consts: dict[str, Expr] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.mutable = assigned_names(self.program.entry)
@@ -181,8 +183,7 @@ class Emitter:
             case SubgroupSize():
                 return "uint32(32)"
             case BinOp(op, left, right):
-                t = self.type_of(left, scope)
-                return BINOP_EMIT[op](t, sub(left), sub(right))
+                return self.binop(op, left, right, scope)
             case UnOp(op, operand):
                 t = self.type_of(operand, scope)
                 return UNOP_EMIT[op](t, sub(operand))
@@ -201,6 +202,32 @@ class Emitter:
                 raise CodegenError(f"call of {op_id!r} was not inlined. Fix: run inline_calls first")
             case _:
                 raise TypeError(f"not a vyre expression: {e!r}")
+
+    def binop(self, op: BinOpKind, left: Expr, right: Expr, scope: dict[str, Binding]) -> str:
+        """A binary operation's source (the CPU emitter overrides a few: codegen/cpu_narrow.py)."""
+        return BINOP_EMIT[op](self.type_of(left, scope), self.expr(left, scope), self.expr(right, scope))
+
+    def is_const(self, e: Expr, scope: dict[str, Binding]) -> bool:
+        """Is ``e`` a compile-time constant to LLVM (literals and locals bound to them only)?"""
+        for x in walk(e):
+            match x:
+                case Var(name):
+                    if scope[name].src not in self.consts:
+                        return False
+                case LitBool() | LitI32() | LitU32() | LitF32() | LitF64():
+                    pass
+                case BinOp() | UnOp() | Cast() | Select() | Fma():
+                    pass
+                case _:
+                    return False
+        return True
+
+    def const_let(self, name: str, value: Expr, scope: dict[str, Binding]) -> Expr | None:
+        """The constant a ``Let`` of ``name`` to ``value`` binds (``scope``: before it binds; a copy
+        of a constant local resolves to that local's value), or None."""
+        if name in self.mutable or not self.is_const(value, scope):
+            return None
+        return self.consts[scope[value.name].src] if isinstance(value, Var) else value
 
     # ---- statements --------------------------------------------------------------------
     def emit(self, indent: int, text: str) -> None:
@@ -241,9 +268,12 @@ class Emitter:
                         self.emit(indent, line.replace("{dest}", dest))
                 else:
                     rhs = self.expr(value, scope)
+                    const = self.const_let(name, value, scope)
                     dest = self.let_target(name, t, scope)
                     if isinstance(value, BufLen) and name not in self.mutable:
                         self.len_alias[dest] = value.buffer
+                    if const is not None:
+                        self.consts[dest] = const
                     self.emit(indent, f"{dest} = {rhs}")
             case Assign(name, value):
                 self.emit(indent, f"{scope[name].src} = {self.expr(value, scope)}")

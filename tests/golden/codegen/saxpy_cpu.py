@@ -1,13 +1,31 @@
-# vyre generated kernel: target cpu, codegen v10. Do not edit.
+# vyre generated kernel: target cpu, codegen v11. Do not edit.
 import math
 import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
 from numba import types as _t
+from vyre.codegen.cpu_opaque import opaque as _vy_k
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>
 # <vyre.codegen.cpu.CPU_PRELUDE>
+
+@_dev
+def _vy_sdiv_p2(a, k, negative_divisor):
+    x = int64(a)
+    q = abs(x) >> k
+    if (x < 0) != negative_divisor:
+        q = -q
+    return int32(q)
+
+
+@_dev
+def _vy_smod_p2(a, mask):
+    x = int64(a)
+    r = abs(x) & mask
+    if x < 0:
+        r = -r
+    return int32(r)
 
 
 

@@ -1,13 +1,31 @@
-# vyre generated kernel: target cpu, codegen v10. Do not edit.
+# vyre generated kernel: target cpu, codegen v11. Do not edit.
 import math
 import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
 from numba import types as _t
+from vyre.codegen.cpu_opaque import opaque as _vy_k
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>
 # <vyre.codegen.cpu.CPU_PRELUDE>
+
+@_dev
+def _vy_sdiv_p2(a, k, negative_divisor):
+    x = int64(a)
+    q = abs(x) >> k
+    if (x < 0) != negative_divisor:
+        q = -q
+    return int32(q)
+
+
+@_dev
+def _vy_smod_p2(a, mask):
+    x = int64(a)
+    r = abs(x) & mask
+    if x < 0:
+        r = -r
+    return int32(r)
 
 
 @numba.njit(cache=False, error_model='numpy')
@@ -16,13 +34,13 @@ def _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
     la1_v, la4_sgop_2, la5_s = _lanes
     _any = False
     for _l in range(64):
-        _lid0 = uint32(_l % 64)
-        _lid1 = uint32((_l // 64) % 1)
-        _lid2 = uint32(_l // 64)
+        _lid0 = uint32(_l)
+        _lid1 = uint32(0)
+        _lid2 = uint32(0)
         _gid0 = uint32(_wg0 * uint32(64) + _lid0)
         _gid1 = uint32(_wg1 * uint32(1) + _lid1)
         _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-        _lane = uint32(_l & 31)
+        _lane = uint32((_l & _vy_k(int64(31))))
         la1_v[_l] = _vy_ld(b0_x, _gid0, float32(0))
     return _any
 
@@ -33,13 +51,13 @@ def _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes):
     la1_v, la4_sgop_2, la5_s = _lanes
     _any = False
     for _l in range(64):
-        _lid0 = uint32(_l % 64)
-        _lid1 = uint32((_l // 64) % 1)
-        _lid2 = uint32(_l // 64)
+        _lid0 = uint32(_l)
+        _lid1 = uint32(0)
+        _lid2 = uint32(0)
         _gid0 = uint32(_wg0 * uint32(64) + _lid0)
         _gid1 = uint32(_wg1 * uint32(1) + _lid1)
         _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-        _lane = uint32(_l & 31)
+        _lane = uint32((_l & _vy_k(int64(31))))
         la4_sgop_2[_l] = la1_v[_l]
     return _any
 
@@ -50,14 +68,14 @@ def _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
     la1_v, la4_sgop_2, la5_s = _lanes
     _any = False
     for _l in range(64):
-        _lid0 = uint32(_l % 64)
-        _lid1 = uint32((_l // 64) % 1)
-        _lid2 = uint32(_l // 64)
+        _lid0 = uint32(_l)
+        _lid1 = uint32(0)
+        _lid2 = uint32(0)
         _gid0 = uint32(_wg0 * uint32(64) + _lid0)
         _gid1 = uint32(_wg1 * uint32(1) + _lid1)
         _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-        _lane = uint32(_l & 31)
-        if (uint32(int64(_lid0) & int64(uint32(31))) == uint32(0)):
+        _lane = uint32((_l & _vy_k(int64(31))))
+        if (uint32(int64(_lid0) & int64(_vy_k(uint32(31)))) == uint32(0)):
             v6__old = _vy_at_add(b1_out, uint32(0), la5_s[_l], float32(0))
     return _any
 

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda (simulator), codegen v10. Do not edit.
+# vyre generated kernel: target cuda (simulator), codegen v11. Do not edit.
 import types
 import numpy as _np
 _np.seterr(all='ignore')

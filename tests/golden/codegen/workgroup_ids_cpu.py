@@ -1,13 +1,31 @@
-# vyre generated kernel: target cpu, codegen v10. Do not edit.
+# vyre generated kernel: target cpu, codegen v11. Do not edit.
 import math
 import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
 from numba import types as _t
+from vyre.codegen.cpu_opaque import opaque as _vy_k
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>
 # <vyre.codegen.cpu.CPU_PRELUDE>
+
+@_dev
+def _vy_sdiv_p2(a, k, negative_divisor):
+    x = int64(a)
+    q = abs(x) >> k
+    if (x < 0) != negative_divisor:
+        q = -q
+    return int32(q)
+
+
+@_dev
+def _vy_smod_p2(a, mask):
+    x = int64(a)
+    r = abs(x) & mask
+    if x < 0:
+        r = -r
+    return int32(r)
 
 
 
@@ -19,13 +37,13 @@ def vyre_kernel(b0_out, _gx, _gy, _gz):
         _wg1 = uint32((_w // _gx) % _gy)
         _wg2 = uint32(_w // (_gx * _gy))
         for _l in range(64):
-            _lid0 = uint32(_l % 64)
-            _lid1 = uint32((_l // 64) % 1)
-            _lid2 = uint32(_l // 64)
+            _lid0 = uint32(_l)
+            _lid1 = uint32(0)
+            _lid2 = uint32(0)
             _gid0 = uint32(_wg0 * uint32(64) + _lid0)
             _gid1 = uint32(_wg1 * uint32(1) + _lid1)
             _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-            _lane = uint32(_l & 31)
+            _lane = uint32((_l & _vy_k(int64(31))))
             _i1 = _gid0
             if _i1 < b0_out.shape[0]:
                 b0_out[_i1] = _wg0
@@ -38,13 +56,13 @@ def vyre_kernel_parallel(b0_out, _gx, _gy, _gz):
         _wg1 = uint32((_w // _gx) % _gy)
         _wg2 = uint32(_w // (_gx * _gy))
         for _l in range(64):
-            _lid0 = uint32(_l % 64)
-            _lid1 = uint32((_l // 64) % 1)
-            _lid2 = uint32(_l // 64)
+            _lid0 = uint32(_l)
+            _lid1 = uint32(0)
+            _lid2 = uint32(0)
             _gid0 = uint32(_wg0 * uint32(64) + _lid0)
             _gid1 = uint32(_wg1 * uint32(1) + _lid1)
             _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-            _lane = uint32(_l & 31)
+            _lane = uint32((_l & _vy_k(int64(31))))
             _i1 = _gid0
             if _i1 < b0_out.shape[0]:
                 b0_out[_i1] = _wg0

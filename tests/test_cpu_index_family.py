@@ -1,0 +1,160 @@
+"""Loads, stores and atomics whose index is an invocation id or a loop variable combined with
+constants and buffer lengths, on every CPU kernel form, against the interpreter.
+
+LLVM's loop vectoriser (LLVM 20+, numba 0.68) miscompiled ``x[gid % 4]`` next to ``out[gid]``: it
+read and wrote past the ends of buffers (vyre/codegen/cpu_narrow.py). These programs put several
+such accesses in one loop, with ``% / >> << & | + - *`` by literals, let-bound constants and buffer
+lengths, in u32 and through i32 casts; the arrays are views into larger arrays whose tails hold
+canaries, so a read past the end shows up as a wrong value and a write past it as a changed canary.
+Each program runs through every entry point its form has: the serial loop, the parallel ``prange``
+loop (many small chunks), the private-copy reduction entry (atomics), the per-workgroup forms
+(local ids) and the lockstep form (a barrier).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vyre.driver.dispatch import compile as vcompile
+from vyre.ir import (
+    I32, U32, BinOpKind, BufferDecl, Expr, Program, assign, atomic_add, barrier, binop, buflen, cast, gid,
+    i32, let, lid, loop, output, read, store, u32, var, wgid,
+)
+
+WG = 64
+GROUPS = 5  # 320 invocations: several vectors, a remainder, more than one parallel chunk
+CANARY = 0xDEAD
+EXAMPLES = 8 if os.environ.get("VYRE_HYPOTHESIS_PROFILE", "ci") == "ci" else 300
+
+_OPS = [BinOpKind.MOD, BinOpKind.DIV, BinOpKind.SHR, BinOpKind.SHL, BinOpKind.BIT_AND, BinOpKind.BIT_OR,
+        BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL]
+_CONSTS = [1, 2, 3, 4, 5, 7, 8, 15, 16, 30, 31, 64, 255]
+
+
+@st.composite
+def index_exprs(draw: Any, base: Expr, depth: int = 3) -> Expr:
+    """A u32 index: ``base`` through up to ``depth`` operations with a literal, a let-bound
+    constant (``k``) or a buffer length, sometimes in i32 (cast there and back)."""
+    e = base
+    for _ in range(draw(st.integers(1, depth))):
+        op = draw(st.sampled_from(_OPS))
+        signed = draw(st.integers(0, 3)) == 0
+        c = draw(st.sampled_from(_CONSTS))
+        other: Expr = draw(st.sampled_from([
+            i32(c) if signed else u32(c), var("k_i") if signed else var("k"),
+            cast(I32, buflen("x")) if signed else buflen("x")]))
+        lhs = cast(I32, e) if signed else e
+        a, b = (other, lhs) if draw(st.integers(0, 4)) == 0 else (lhs, other)
+        r = binop(op, a, b)
+        e = cast(U32, r) if signed else r
+    return e
+
+
+@st.composite
+def family_programs(draw: Any) -> tuple[Program, int, int, int]:
+    """(program, len(x), len(out2), len(hist)) of one of the CPU kernel forms."""
+    form = draw(st.sampled_from(["flat", "workgroup", "lockstep"]))
+    atomics = draw(st.booleans())
+    base = gid() if form == "flat" else draw(st.sampled_from([wgid() * u32(WG) + lid(), lid(), gid()]))
+    lx = draw(st.sampled_from([4, 8, 16, 100, WG * GROUPS]))
+    l2 = draw(st.sampled_from([8, 64, 320, 1000]))
+    lh = draw(st.sampled_from([4, 8, 16]))
+    x = read("x", 0, U32)
+    out, out2, out3 = output("out", 1, U32), output("out2", 2, U32), output("out3", 3, U32)
+    bufs: list[BufferDecl] = [x, out, out2, out3]
+    i, j = var("i"), var("j")
+    k = draw(st.sampled_from(_CONSTS))
+    body: list[Any] = [let("k", u32(k)), let("k_i", i32(k)), let("i", base)]
+    if form == "lockstep":
+        body.append(barrier())
+    loads = [draw(index_exprs(i)) for _ in range(2)]
+    body.append(store(out, gid(), x[loads[0]] + x[loads[1]] * u32(3)))
+    s = draw(index_exprs(i))  # every writer of out2[s] writes the same value: order cannot matter
+    body.append(store(out2, s, s * u32(2654435761) + u32(1)))
+    lj, sj = draw(index_exprs(j)), draw(index_exprs(j))
+    body += [let("acc", u32(0)),
+             loop("j", u32(0), u32(draw(st.sampled_from([4, 8, 17]))), [
+                 store(out3, sj, sj + u32(7)),
+                 assign("acc", var("acc") + x[lj]),
+             ]),
+             store(out, gid() + u32(WG * GROUPS), var("acc"))]
+    if atomics:
+        hist = output("hist", 4, U32)
+        bufs.append(hist)
+        body.append(let("unused", atomic_add(hist, draw(index_exprs(i)), u32(1))))
+    prog = Program.wrapped(bufs, WG, body)
+    return prog, lx, l2, lh
+
+
+def _tailed(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    whole = np.full(len(values) + 64, CANARY, values.dtype)
+    whole[: len(values)] = values
+    return whole[: len(values)], whole
+
+
+def _inputs(prog: Program, lx: int, l2: int, lh: int) -> dict[str, np.ndarray]:
+    n = WG * GROUPS
+    arrays = {"x": np.arange(1000, 1000 + lx, dtype=np.uint32), "out": np.zeros(2 * n, np.uint32),
+              "out2": np.zeros(l2, np.uint32), "out3": np.zeros(l2, np.uint32)}
+    if any(b.name == "hist" for b in prog.buffers):
+        arrays["hist"] = np.zeros(lh, np.uint32)
+    return arrays
+
+
+def check_program(prog: Program, lx: int, l2: int, lh: int) -> None:
+    arrays = _inputs(prog, lx, l2, lh)
+    want = vcompile(prog, "interp")({n: a.copy() for n, a in arrays.items()}, grid=(GROUPS,))
+    k = vcompile(prog, "cpu")
+    storage, flat = k.storage, k.flat
+    entries = [("serial", k._fn)] + ([("parallel", k._fn_parallel)] if k._fn_parallel is not None else [])
+    for name, fn in entries:
+        views, wholes = {}, {}
+        for b in storage:
+            views[b.name], wholes[b.name] = _tailed(arrays[b.name].copy())
+        args = [views[b.name] for b in storage]
+        if flat:
+            fn(*args, WG * GROUPS, WG)  # chunks of one workgroup: 5 parallel chunks
+        else:
+            fn(*args, GROUPS, 1, 1)
+        for b in storage:
+            got = views[b.name]
+            if b.access.writable:
+                assert np.array_equal(got, want[b.name]), (name, b.name, got, want[b.name])
+            assert (wholes[b.name][len(got):] == CANARY).all(), (name, b.name, "wrote past the end")
+
+
+@settings(max_examples=EXAMPLES)
+@given(family_programs())
+def test_index_family_matches_interpreter(case: tuple[Program, int, int, int]) -> None:
+    check_program(*case)
+
+
+def _issue_program(mask: Expr) -> Program:
+    x, out = read("x", 0, U32), output("out", 1, U32)
+    return Program.wrapped([x, out], 64, [store(out, gid(), x[mask])])
+
+
+@pytest.mark.parametrize("index", ["gid % 4", "gid & 3", "gid & 7", "(gid << 30) >> 30", "gid - gid / 4 * 4",
+                                   "i32(gid) % 4"])
+def test_issue_reproducers(index: str) -> None:
+    """The shapes of the report: ``out[gid] = x[gid % 4]`` and its relatives, serial and parallel."""
+    g = gid()
+    e = {"gid % 4": g % u32(4), "gid & 3": g & u32(3), "gid & 7": g & u32(7),
+         "(gid << 30) >> 30": (g << u32(30)) >> u32(30), "gid - gid / 4 * 4": g - g / u32(4) * u32(4),
+         "i32(gid) % 4": cast(U32, cast(I32, g) % i32(4))}[index]
+    prog = _issue_program(e)
+    k = vcompile(prog, "cpu")
+    x = np.array([10, 11, 12, 13], np.uint32)
+    want = vcompile(prog, "interp")({"x": x, "out": np.zeros(128, np.uint32)}, grid=(2,))["out"]
+    for fn in (k._fn, k._fn_parallel):
+        view, whole = _tailed(np.zeros(128, np.uint32))
+        xv, xw = _tailed(x.copy())
+        fn(xv, view, 128, 32)
+        assert np.array_equal(view, want), view
+        assert (whole[128:] == CANARY).all() and (xw[4:] == CANARY).all()
