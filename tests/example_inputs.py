@@ -28,10 +28,10 @@ def example_inputs(name: str, rng: np.random.Generator, small: bool) -> tuple[di
             # small integers keep the float sum exact in any order
             return {"x": rng.integers(-8, 8, 512 if small else 4096).astype(f32)}, (2 if small else 16)
         case "subgroup_sum":
-            return {"x": rng.integers(-8, 8, 128 if small else 1024).astype(f32)}, None
+            return {"x": rng.integers(-8, 8, 128 if small else 1024).astype(f32)}, (2 if small else 16)
         case "histogram":
             return {"keys": rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32),
-                    "counts": np.zeros(13, np.uint32)}, None
+                    "counts": np.zeros(13, np.uint32)}, -(-n // 128)
         case "workgroup_ids":
             return {"out": np.zeros(n, np.uint32)}, None
     raise KeyError(name)

@@ -129,8 +129,8 @@ def test_hook_sweeps_once_and_results_equal_the_untuned_run(tuner_env: Path) -> 
     inputs2 = chain_inputs(seed=1)
     vyre.dispatch(prog, inputs2, backend="cpu")
     assert len(autotune.recent_outcomes()) == 1 and k.launch is outcome.launch
-    assert autotune.launch_for(k, inputs2, None) is outcome.launch
-    assert autotune.launch_for(k, inputs2, (N // 256, 1, 1)) is outcome.launch
+    assert autotune.launch_for(k, inputs2, N) is outcome.launch
+    assert autotune.launch_for(k, inputs2, N + 1) is outcome.launch  # same size class
     entries = cache_file_entries(tuner_env)
     assert entries == {outcome.key: [outcome.launch.wg, outcome.launch.ipt, 1]}
 

@@ -7,6 +7,7 @@ from .errors import (
     VyreError, WireError,
 )
 from .driver.dispatch import Kernel, Launch, compile, dispatch
+from .driver.policy import set_launch_policy
 from .ir import BufferAccess, BufferDecl, DataType, Program
 
 # The kernel language (vyre.frontend, docs/guide.md): decorators, Array, and what kernel bodies call.
@@ -15,6 +16,18 @@ from .frontend.lang import *  # noqa: F403 - exp, gid, f32, atomic_add, ... (lis
 from .frontend.lang import __all__ as _lang_names
 
 __version__ = "0.1.0"
+
+
+def _autotuned_launch(kernel: Kernel, arrays: object, invocations: int) -> Launch | None:
+    """The launch policy until the autotuner is first needed: import it (it replaces this policy
+    with its own) and ask it. Keeps ``import vyre`` from loading the tuner."""
+    from .driver import autotune
+
+    set_launch_policy(autotune.launch_for)
+    return autotune.launch_for(kernel, arrays, invocations)  # type: ignore[arg-type]
+
+
+set_launch_policy(_autotuned_launch)
 
 __all__ = [
     "AutodiffError", "BufferAccess", "BufferDecl", "CodegenError", "DataType", "DispatchError",

@@ -22,6 +22,7 @@ from ..ir.functions import inline_nodes
 from ..ir.transform import map_exprs
 from ..ir.program import Program
 from ..ir.types import DataType
+from ..driver.geometry import launch_grid
 from .checks import as_names, as_program
 from .runners import Grid, run_forward, vjp
 
@@ -49,7 +50,7 @@ def promote_f64(program: Program) -> Program:
 def check_grad(program: Program, inputs: Mapping[str, Any], wrt: str | Sequence[str], *,
                outputs: str | Sequence[str] | None = None, directions: int = 3, eps: float = 1e-6,
                rtol: float | None = None, atol: float | None = None, seed: int = 0,
-               backend: str | None = None, grid: Grid | None = None) -> float:
+               backend: str | None = None, grid: Grid | None = None, dim: Grid | None = None) -> float:
     """Compare ``vjp`` with central finite differences; return the worst relative error.
 
     ``outputs``: the float outputs probed (default: every float output). ``eps``: the step,
@@ -63,6 +64,7 @@ def check_grad(program: Program, inputs: Mapping[str, Any], wrt: str | Sequence[
     ties, branch boundaries), where finite differences are meaningless. ``wrt`` and ``outputs`` are
     a name or a list of names; ``program`` may be a ``@vyre.kernel`` function."""
     program, wrt = as_program(program), as_names(wrt, "wrt")
+    grid = launch_grid(program, grid, dim)
     # finite differences run in float64 on host copies: device arrays and DLPack objects are copied
     # to numpy here, once (a check, not a hot path)
     inputs = {k: kind_of(v).to_host(v) for k, v in inputs.items()}

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..driver.arrays import ArrayKind, first_kind
-from ..driver.geometry import Grid, default_grid, grid3
+from ..driver.geometry import Grid, default_grid, grid3, launch_grid
 from ..errors import AutodiffError
 from ..ir.program import Program
 from .checks import as_names, as_program
@@ -126,7 +126,7 @@ def _arrays_for_forward_buffers(program: Program, inputs: Mapping[str, Any],
 
 
 def vjp(program: Program, inputs: Mapping[str, Any], cotangents: Mapping[str, Any],
-        wrt: str | Sequence[str], *, backend: str | None = None, grid: Grid | None = None
+        wrt: str | Sequence[str], *, backend: str | None = None, grid: Grid | None = None, dim: Grid | None = None
         ) -> dict[str, Any]:
     """Vector-Jacobian product: ``{w: sum_o J_o,w^T cotangents[o]}`` for every ``w`` in ``wrt``.
 
@@ -134,6 +134,7 @@ def vjp(program: Program, inputs: Mapping[str, Any], cotangents: Mapping[str, An
     an array of its dtype and length. ``wrt`` is a name or a list of names (so in every runner);
     ``program`` may be a ``@vyre.kernel`` function."""
     program, wrt = as_program(program), as_names(wrt, "wrt")
+    grid = launch_grid(program, grid, dim)
     g3 = forward_grid(program, inputs, grid)
     back = cached_grad(program, tuple(cotangents), tuple(wrt), g3[1:] == (1, 1))
     kind = input_kind(inputs)
@@ -165,9 +166,10 @@ def _forward_args(program: Program, inputs: Mapping[str, Any], kind: ArrayKind) 
 
 
 def run_forward(program: Program, inputs: Mapping[str, Any], *, backend: str | None = None,
-                grid: Grid | None = None) -> dict[str, Any]:
+                grid: Grid | None = None, dim: Grid | None = None) -> dict[str, Any]:
     """Run the forward on copies of the written buffers (``inputs`` stay pre-forward)."""
     program = as_program(program)
+    grid = launch_grid(program, grid, dim)
     kind = input_kind(inputs)
     res = run_program(program, _forward_args(program, inputs, kind), backend=backend,
                       grid=forward_grid(program, inputs, grid))
@@ -176,7 +178,7 @@ def run_forward(program: Program, inputs: Mapping[str, Any], *, backend: str | N
 
 def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str | Sequence[str],
                    wrt: str | Sequence[str], *, cotangent: Any | None = None,
-                   backend: str | None = None, grid: Grid | None = None
+                   backend: str | None = None, grid: Grid | None = None, dim: Grid | None = None
                    ) -> tuple[Any, dict[str, Any]]:
     """``(loss, {w: dloss/dw})`` with ``loss = sum(output)``, or ``<cotangent, output>`` when a
     cotangent is given, accumulated in float64: a float for host arrays, a float64 device scalar
@@ -187,6 +189,7 @@ def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str | Se
     pass (:mod:`vyre.autodiff.fused`). For a loop, :func:`value_and_grad_fn` keeps the compiled
     program and the buffers between calls. ``output`` is one name (or a list of one)."""
     program, wrt, output = as_program(program), as_names(wrt, "wrt"), _one(output)
+    grid = launch_grid(program, grid, dim)
     if cotangent is None:
         return _fused_value_and_grad(program, inputs, output, wrt, backend=backend, grid=grid)
     kind = input_kind(inputs)
@@ -197,10 +200,11 @@ def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str | Se
 
 def jvp(program: Program, inputs: Mapping[str, Any], tangents: Mapping[str, Any],
         *, outputs: str | Sequence[str] | None = None, backend: str | None = None,
-        grid: Grid | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        grid: Grid | None = None, dim: Grid | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Jacobian-vector product: ``(primal outputs, {o: J_o tangents})`` for the float outputs
     (default: every output the tangents reach)."""
     program = as_program(program)
+    grid = launch_grid(program, grid, dim)
     tp = jvp_program(program, list(tangents), None if outputs is None else as_names(outputs, "outputs"))
     g3 = forward_grid(program, inputs, grid)
     kind = input_kind(inputs)
@@ -229,11 +233,12 @@ def jvp(program: Program, inputs: Mapping[str, Any], tangents: Mapping[str, Any]
 
 def hvp(program: Program, inputs: Mapping[str, Any], output: str | Sequence[str], wrt: str | Sequence[str],
         vectors: Mapping[str, Any], *, cotangent: Any | None = None,
-        backend: str | None = None, grid: Grid | None = None) -> dict[str, Any]:
+        backend: str | None = None, grid: Grid | None = None, dim: Grid | None = None) -> dict[str, Any]:
     """Hessian-vector product of ``loss = <cotangent (default ones), output>`` by forward-over-
     reverse: the tangent program of the backward program. ``vectors`` maps each ``wrt`` input to
     its direction; returns ``{w: (H v)_w}``."""
     program, wrt, output = as_program(program), as_names(wrt, "wrt"), _one(output)
+    grid = launch_grid(program, grid, dim)
     g3 = forward_grid(program, inputs, grid)
     back = cached_grad(program, (output,), tuple(wrt), g3[1:] == (1, 1))
     kind = input_kind(inputs)

@@ -281,7 +281,11 @@ def _length(obj: Any) -> int:
         return obj.size
     shape = getattr(obj, "shape", None)
     if shape is None:
-        return len(obj)
+        try:
+            return len(obj)
+        except TypeError:
+            raise DispatchError(f"got a {type(obj).__name__}, which has no length or shape. Fix: pass a "
+                                "numpy array (on the CPU) or a device array (CUDA)") from None
     n = 1
     for d in shape:
         n *= int(d)
@@ -365,7 +369,7 @@ class Harness:
             previous = k.launch
             k.launch = launch
             try:
-                k(self.args, grid=self.grid)
+                k(self.args, grid=self.grid, tune=False)
             finally:
                 k.launch = previous
         else:
@@ -424,7 +428,7 @@ class _Observed:
 
 _lock = threading.RLock()
 _local = threading.local()
-_memo: dict[int, _KernelMemo] = {}
+_memo: dict[int, tuple[Kernel, dict[int, Launch | None]]] = {}
 _history: list[TuneOutcome] = []
 
 
@@ -523,77 +527,37 @@ def tune(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None = None, *,
     return done(source, best, observed.trace, failures)
 
 
-@dataclass(slots=True)
-class _KernelMemo:
-    """Per-kernel state of the hook: what the default grid depends on, and the decisions."""
-
-    kernel: Kernel
-    outputs: tuple[tuple[str, int], ...]  # (name, declared count) of the buffers the grid covers
-    wg: int
-    launches: dict[int, Launch | None] = field(default_factory=dict)
-
-    @staticmethod
-    def of(kernel: Kernel) -> _KernelMemo:
-        p = kernel.program
-        outs = [b for b in p.buffers if b.is_output] or [
-            b for b in p.buffers if b.access.writable and not b.is_workgroup]
-        return _KernelMemo(kernel, tuple((b.name, b.count) for b in outs), p.workgroup_size[0])
-
-    def invocations(self, inputs: Mapping[str, Any], grid: Grid | None) -> int | None:
-        """:func:`invocations_for`, fast for the common cases; None when the call will fail."""
-        if grid is None:
-            n = 1
-            for name, count in self.outputs:
-                obj = inputs.get(name)
-                n = max(n, count if obj is None else _length(obj))
-            return -(-n // self.wg) * self.wg
-        if type(grid) is int and 1 <= grid <= 2**31 - 1:
-            return grid * self.wg
-        if (type(grid) is tuple and 1 <= len(grid) <= 3 and type(grid[0]) is int
-                and 1 <= grid[0] <= 2**31 - 1 and all(v == 1 and type(v) is int for v in grid[1:])):
-            return grid[0] * self.wg
-        try:
-            return invocations_for(self.kernel, inputs, grid)
-        except (DispatchError, TypeError, ValueError):
-            return None
-
-
 _MISS = Launch(1)  # sentinel: never returned
 
 
-def launch_for(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None) -> Launch | None:
-    """The dispatch hook: the launch for this call of a flat ``kernel`` (None: its default).
+def launch_for(kernel: Kernel, arrays: Mapping[str, Any], invocations: int) -> Launch | None:
+    """The launch policy (:func:`vyre.driver.policy.set_launch_policy`): the launch for this call
+    of a flat ``kernel`` over checked, bound ``arrays`` (None: its default).
 
     Repeated calls cost a dict lookup keyed by the kernel's identity and the size class of the
     invocation count, and return the same :class:`Launch` object. The first call of a (kernel,
     size class) consults the tuner (see the module docs); dispatches made while tuning, and
-    problems below :data:`MIN_TUNE_INVOCATIONS`, are never measured. Binding errors of
-    ``inputs`` propagate, exactly those the call itself would raise; nothing here changes
+    problems below :data:`MIN_TUNE_INVOCATIONS`, are never measured; nothing here changes
     results."""
     memo = _memo.get(id(kernel))
-    if memo is None or memo.kernel is not kernel:
-        memo = _KernelMemo.of(kernel)
-    try:
-        n = memo.invocations(inputs, grid)
-    except (TypeError, ValueError, AttributeError):
-        n = None
-    if n is None:
-        return None  # the call itself reports the bad grid or inputs
-    sc = n.bit_length()
-    launch = memo.launches.get(sc, _MISS)
+    if memo is None or memo[0] is not kernel:
+        memo = (kernel, {})
+    sc = invocations.bit_length()
+    launch = memo[1].get(sc, _MISS)
     if launch is not _MISS:
         return launch
     if getattr(_local, "depth", 0):
         return None
+    grid = (-(-invocations // kernel.program.workgroup_size[0]), 1, 1)
     with _lock:
         mode = read_settings().autotuner
-        if n < MIN_TUNE_INVOCATIONS:
+        if invocations < MIN_TUNE_INVOCATIONS:
             mode = Mode.OFF_USE_DEFAULT
         try:
-            launch = tune(kernel, inputs, grid, mode=mode).launch
+            launch = tune(kernel, arrays, grid, mode=mode).launch
         except TunerError as e:  # the tuner's own trouble (cache, adapter) never stops a dispatch
             warnings.warn(f"autotuning skipped ({e}); using the default launch", AutotuneWarning, stacklevel=3)
             launch = None
-        memo.launches[sc] = launch
+        memo[1][sc] = launch
         _memo[id(kernel)] = memo
     return launch

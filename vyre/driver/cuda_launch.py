@@ -15,9 +15,11 @@ from .bind import (
     storage_buffers,
 )
 from .devices import current_device, inputs_device, on_device
+from .coverage import check_id_lengths
 from .dlpack import DL_CPU, device_view, dlpack_device, is_dlpack, is_immutable
 from .fast_launch import launch_stream, make_fast_launch
-from .geometry import grid3
+from .geometry import flat_invocations, grid3
+from .policy import choose_launch
 
 if TYPE_CHECKING:
     from .dispatch import Grid, Kernel
@@ -108,7 +110,8 @@ def device_arg(decl: BufferDecl, obj: Any, legacy_launch: bool = False) -> tuple
 
 
 def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
-                return_device: bool | None, device: int | None = None) -> dict[str, Any]:
+                return_device: bool | None, device: int | None = None, strict: bool = False,
+                tune: bool = False) -> dict[str, Any]:
     fast = kernel._fast
     if (fast is not None and device is None and fast.launch is kernel.launch
             and fast.matches(inputs, grid, return_device)):
@@ -125,8 +128,8 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
             # another GPU than this thread's: its context, the checked path (the cached launch
             # serves the current device only)
             with on_device(dev):
-                return _launch_checked(kernel, inputs, grid, return_device, pin=False)
-    return _launch_checked(kernel, inputs, grid, return_device, pin=True)
+                return _launch_checked(kernel, inputs, grid, return_device, pin=False, strict=strict, tune=tune)
+    return _launch_checked(kernel, inputs, grid, return_device, pin=True, strict=strict, tune=tune)
 
 
 # (kernel id, device) pairs whose module is loaded: numba loads a kernel into a context on its first
@@ -158,8 +161,9 @@ def _first_launch_guarded(kernel: Kernel, griddim: tuple[int, int, int], blockdi
 
 
 def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
-                    return_device: bool | None, pin: bool) -> dict[str, Any]:
-    """Bind, check and launch on the current device; ``pin``: keep a cached launch for repeats."""
+                    return_device: bool | None, pin: bool, strict: bool, tune: bool) -> dict[str, Any]:
+    """Bind, check and launch on the current device; ``pin``: keep a cached launch for repeats;
+    ``strict`` and ``tune`` as in :meth:`Kernel.__call__`."""
     from numba import cuda
 
     program = kernel.program
@@ -192,11 +196,12 @@ def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None
     check_disjoint(device_spans, written, spans_overlap)
     lengths = {b.name: int(a.shape[0]) for b, a in zip(storage_buffers(program), dev_args, strict=True)}
     g = grid3(grid) if grid is not None else kernel.grid_for(lengths)
+    lengths_agree = check_id_lengths(program, lengths, strict)
     if kernel.flat:
-        if g[1:] != (1, 1):
-            raise DispatchError(f"grid {g} is not 1-D, but the program is (its ids are 1-D). "
-                                "Fix: pass grid=(n_workgroups,)")
-        n = g[0] * program.workgroup_size[0]
+        n = flat_invocations(program, g)
+        if tune and kernel.backend == "cuda":
+            kernel.launch = choose_launch(
+                kernel, {b.name: a for b, a in zip(storage_buffers(program), dev_args, strict=True)}, n)
         la = kernel.launch or kernel.default_launch(n)
         blocks = max(1, -(-n // (la.wg * la.ipt)))
         griddim, blockdim = (blocks, 1, 1), (la.wg, 1, 1)
@@ -217,7 +222,9 @@ def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None
         else:
             out[b.name] = r if isinstance(r, np.ndarray) else (
                 r.copy_to_host() if hasattr(r, "copy_to_host") else cuda.as_cuda_array(r).copy_to_host())
-    if pin and not copy_back and want_device and len(inputs) == len(dev_args) and kernel.backend == "cuda":
+    # the cached launch skips every check, so only a call that passed them all leaves one behind
+    if (pin and not copy_back and want_device and len(inputs) == len(dev_args) and kernel.backend == "cuda"
+            and lengths_agree):
         kernel._fast = make_fast_launch(kernel, inputs, dev_args, scalars, griddim, blockdim, grid,
                                         return_device, tuple(out), stream)
     return out

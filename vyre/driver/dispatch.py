@@ -18,7 +18,9 @@ from ..ir import BufferDecl, Program
 from . import cache
 from .backends import check_backend, default_backend
 from .bind import BindPlan, check_names
-from .geometry import Grid, default_grid, grid3, is_int
+from .coverage import check_id_lengths
+from .geometry import Grid, default_grid, flat_invocations, grid3, is_int, launch_grid
+from .policy import choose_launch
 
 # CPU dispatches of fewer invocations run the serial kernel: below this the thread pool's wake-up
 # costs more than it saves, and the parallel kernel is not even compiled until needed.
@@ -118,30 +120,36 @@ class Kernel:
             return self._fn_parallel
         return self._fn
 
-    def __call__(self, inputs: Mapping[str, Any], *, grid: Grid | None = None,
-                 return_device: bool | None = None, device: int | None = None) -> dict[str, Any]:
+    def __call__(self, inputs: Mapping[str, Any], *, grid: Grid | None = None, dim: Grid | None = None,
+                 return_device: bool | None = None, device: int | None = None, strict: bool = False,
+                 tune: bool = False) -> dict[str, Any]:
+        """Run once over ``inputs`` (see :func:`dispatch`) with ``self.launch`` (None: the default
+        launch); ``tune=True`` (what :func:`dispatch` passes) asks the launch policy first."""
         if return_device is not None and not isinstance(return_device, bool):
             raise DispatchError(f"return_device must be True, False or None, got {return_device!r}. "
                                 "Fix: pass a bool (None: device arrays back when device arrays went in)")
         inputs = self.binder.with_scalars(inputs)  # numbers for scalar parameters
+        if dim is not None:
+            grid = launch_grid(self.program, grid, dim)
         if self.backend in ("cuda", "cudasim"):
             from .cuda_launch import launch_cuda
 
-            return launch_cuda(self, inputs, grid, return_device, device)
+            return launch_cuda(self, inputs, grid, return_device, device, strict, tune)
         if device is not None:
             raise DispatchError(f"device={device!r} names a GPU, but this kernel runs on {self.backend!r}. "
                                 "Fix: drop device=, or dispatch with backend='cuda'")
         arrays = self.binder.bind(inputs)
-        g = grid3(grid) if grid is not None else self.grid_for({k: v.size for k, v in arrays.items()})
+        lengths = {k: v.size for k, v in arrays.items()}
+        g = grid3(grid) if grid is not None else self.grid_for(lengths)
+        check_id_lengths(self.program, lengths, strict)
         if self.backend == "interp":
             from ..interp import run
 
             run(self.program, arrays, grid=g)
         elif self.flat:
-            if g[1:] != (1, 1):
-                raise DispatchError(f"grid {g} is not 1-D, but the program is (its ids are 1-D). "
-                                    "Fix: pass grid=(n_workgroups,)")
-            n = g[0] * self.program.workgroup_size[0]
+            n = flat_invocations(self.program, g)
+            if tune:
+                self.launch = choose_launch(self, arrays, n)
             la = self.launch or self.default_launch(n)
             chunk = la.wg * la.ipt
             fn = self._cpu_entry(n, n > chunk)
@@ -230,14 +238,20 @@ def _kernel_for(program: Program, b: str) -> Kernel:
 
 
 def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None = None,
-             grid: Grid | None = None, workgroup_size: Grid | None = None,
-             return_device: bool | None = None, device: int | None = None) -> dict[str, Any]:
+             grid: Grid | None = None, dim: Grid | None = None, workgroup_size: Grid | None = None,
+             return_device: bool | None = None, device: int | None = None,
+             strict: bool = False) -> dict[str, Any]:
     """Run ``program`` once over ``inputs`` (buffer name -> array) and return its written buffers.
 
     Arrays passed for written buffers are written in place; written buffers not passed are
-    allocated (zero-filled, ``count`` elements). ``grid`` counts workgroups (default: cover the
-    largest output along x); ``workgroup_size`` overrides the program's. On CUDA the dispatch runs on
-    the GPU its device arrays live on, or on ``device`` (:mod:`vyre.driver.devices`).
+    allocated (zero-filled, ``count`` elements). The launch: ``dim`` counts invocations per axis
+    (rounded up to whole workgroups), ``grid`` counts workgroups; pass at most one. Without either,
+    the default grid covers the largest output along x, and a program for which that is not known
+    to cover the work (ids along y/z, or a buffer indexed by the invocation id that is longer) is
+    a :class:`DispatchError`. Buffers indexed by the invocation id whose lengths differ give a
+    :class:`~vyre.driver.coverage.LaunchWarning`, or a :class:`DispatchError` with ``strict=True``.
+    ``workgroup_size`` overrides the program's (and skips the launch policy). On CUDA the dispatch
+    runs on the GPU its device arrays live on, or on ``device`` (:mod:`vyre.driver.devices`).
 
     A repeated dispatch of the same Program object over the same device arrays reuses the
     checks and the packed launch of the previous call (about the cost of cuLaunchKernel)."""
@@ -245,6 +259,8 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
         hit = _by_identity.get((id(program), backend))
         if hit is not None and hit[0] is program:
             k = hit[1]
+            if dim is not None:
+                grid = launch_grid(program, grid, dim)
             fast = k._fast
             # same device arrays as last time: same size class, so the tuned launch stands
             if (fast is not None and device is None and fast.launch is k.launch
@@ -252,10 +268,11 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
                 out = fast(inputs)
                 if out is not None:
                     return out  # type: ignore[no-any-return]
-            inputs = k.binder.with_scalars(inputs)  # numbers for scalar parameters
-            _tune(k, inputs, grid)
-            return k(inputs, grid=grid, return_device=return_device, device=device)
+            return k(inputs, grid=grid, return_device=return_device, device=device, strict=strict, tune=True)
     if workgroup_size is not None:
+        if not isinstance(program, Program):
+            raise DispatchError(f"expected a vyre Program, got {type(program).__name__}. "
+                                "Fix: build one with Program.wrapped(...)")
         program = replace(program, workgroup_size=grid3(workgroup_size, "workgroup_size"))
     if not isinstance(inputs, Mapping):
         raise DispatchError(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
@@ -268,22 +285,6 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
         if len(_by_identity) > _MAX_REMEMBERED:
             _by_identity.clear()
         _by_identity[(id(program), backend)] = (program, k)
-    if workgroup_size is None:
-        inputs = k.binder.with_scalars(inputs)
-        _tune(k, inputs, grid)
-    return k(inputs, grid=grid, return_device=return_device, device=device)
+    return k(inputs, grid=grid, dim=dim, return_device=return_device, device=device, strict=strict,
+             tune=workgroup_size is None)
 
-
-_autotune: Any = None
-
-
-def _tune(k: Kernel, inputs: Mapping[str, Any], grid: Grid | None) -> None:
-    """The autotuner's hook: set a flat kernel's launch for this call (vyre.driver.autotune;
-    a dict lookup once the kernel and size class are tuned)."""
-    global _autotune
-    if k.flat and k.backend in ("cpu", "cuda"):
-        if _autotune is None:
-            from . import autotune
-
-            _autotune = autotune
-        k.launch = _autotune.launch_for(k, inputs, grid)

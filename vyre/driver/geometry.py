@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..errors import DispatchError
+from ..errors import DispatchError, VyreError
 from ..ir import Program
+from .coverage import check_default_covers
 
 Grid = int | Sequence[int]
 
@@ -40,12 +41,43 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def default_grid(program: Program, lengths: Mapping[str, int]) -> tuple[int, int, int]:
+def default_grid(program: Program, lengths: Mapping[str, int],
+                 err: type[VyreError] = DispatchError) -> tuple[int, int, int]:
     """Workgroups along x so the dispatch covers the largest output buffer (one invocation per
     element, as the seed's driver does); at least one workgroup. ``lengths`` maps buffer names to
-    element counts."""
-    outs = [lengths.get(b.name, b.count) for b in program.buffers if b.is_output]
+    element counts.
+
+    Raises ``err`` when that grid is not known to cover the program's work
+    (:func:`vyre.driver.coverage.check_default_covers`: ids along y/z, or a buffer indexed by the
+    invocation id that is longer than the grid): pass ``dim=`` or ``grid=`` then."""
+    outs = [(lengths.get(b.name, b.count), b.name) for b in program.buffers if b.is_output]
     if not outs:
-        outs = [lengths.get(b.name, b.count) for b in program.buffers if b.access.writable and not b.is_workgroup]
-    n = max(outs, default=1)
-    return (max(1, ceil_div(n, program.workgroup_size[0])), 1, 1)
+        outs = [(lengths.get(b.name, b.count), b.name) for b in program.buffers
+                if b.access.writable and not b.is_workgroup]
+    n, name = max(outs, default=(1, ""))
+    g = (max(1, ceil_div(n, program.workgroup_size[0])), 1, 1)
+    covered_by = f"output {name!r} of {n} elements" if name else "no output buffer"
+    check_default_covers(program, lengths, g[0] * program.workgroup_size[0], covered_by, err)
+    return g
+
+
+def flat_invocations(program: Program, g: tuple[int, int, int]) -> int:
+    """The invocation count of a flat kernel over grid ``g`` (which must be 1-D, as its ids are)."""
+    if g[1:] != (1, 1):
+        raise DispatchError(f"grid {g} is not 1-D, but the program is (its ids are 1-D). "
+                            "Fix: pass grid=(n_workgroups,) or dim=n_invocations")
+    return g[0] * program.workgroup_size[0]
+
+
+def launch_grid(program: Program, grid: Grid | None, dim: Grid | None) -> Grid | None:
+    """The grid (workgroups per axis) a dispatch given ``grid=`` or ``dim=`` (invocations per axis)
+    runs; None when neither is given (the default grid). ``dim`` is rounded up to whole workgroups:
+    the extra invocations run, as with any grid, and the program's bounds checks keep them out."""
+    if dim is None:
+        return grid
+    if grid is not None:
+        raise DispatchError(f"got both grid={grid!r} (workgroups) and dim={dim!r} (invocations). "
+                            "Fix: pass only one of them")
+    d = grid3(dim, "dim")
+    wg = program.workgroup_size
+    return (ceil_div(d[0], wg[0]), ceil_div(d[1], wg[1]), ceil_div(d[2], wg[2]))

@@ -167,7 +167,7 @@ def _validate(program: Program) -> None:
 def _grid(program: Program, grid: int | Sequence[int] | None,
           arrays: Mapping[str, np.ndarray]) -> tuple[int, int, int]:
     if grid is None:
-        return default_grid(program, {name: int(a.size) for name, a in arrays.items()})
+        return default_grid(program, {name: int(a.size) for name, a in arrays.items()}, InterpError)
     dims: list[object] | None = None
     if isinstance(grid, (int, np.integer)):
         dims = [grid]
