@@ -73,7 +73,7 @@ def test_a_dispatch_to_another_gpu_runs_in_its_context_unpinned(monkeypatch: pyt
     monkeypatch.setattr(cuda_launch, "current_device", lambda: 0)
     monkeypatch.setattr(cuda_launch, "on_device", fake_on_device)
     monkeypatch.setattr(cuda_launch, "_launch_checked",
-                        lambda k, i, g, r, pin: calls.append(("launch", pin)) or {})
+                        lambda k, i, g, r, pin, **kw: calls.append(("launch", pin)) or {})
     kernel = SimpleNamespace(_fast=None, launch=None, backend="cuda")
     cuda_launch.launch_cuda(kernel, {"x": FakeDeviceArray(1)}, None, None)  # type: ignore[arg-type]
     assert calls == [("enter", 1), ("launch", False), ("exit", 1)]
