@@ -200,7 +200,7 @@ def test_arguments_are_checked_and_bound_before_the_launch_policy(monkeypatch: p
         base = {"a": np.ones(1, np.float32), "y": x, "out": np.empty_like(x)}
         with pytest.raises(DispatchError, match="dtype float64"):
             vyre.dispatch(saxpy(), {**base, "x": np.ones(n)}, backend="cpu")
-        with pytest.raises(DispatchError, match="no length|expected a numpy array|got a"):
+        with pytest.raises(DispatchError, match=r"got a|no length"):
             vyre.dispatch(saxpy(), {**base, "x": object()}, backend="cpu")
         assert asked == []
         # a host DLPack object is bound (zero-copy) before the policy sees it: it gets numpy arrays
