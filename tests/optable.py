@@ -79,7 +79,7 @@ def all_tables():
     yield "subgroup", subgroup_table()
 
 
-TRANSCENDENTAL = {"EXP", "EXP2", "LOG", "LOG2", "SIN", "COS", "TAN", "ASIN", "ACOS", "ATAN", "SINH", "COSH",
+TRANSCENDENTAL = {"POW", "EXP", "EXP2", "LOG", "LOG2", "SIN", "COS", "TAN", "ASIN", "ACOS", "ATAN", "SINH", "COSH",
                   "TANH", "SQRT", "INVERSE_SQRT"}
 
 

@@ -83,7 +83,7 @@ def test_help_of_the_ir_package_lists_the_builders() -> None:
 def test_builtin_shadowing_names_stay_out_of_star_imports() -> None:
     ns: dict[str, object] = {}
     exec("from vyre.ir import *", ns)
-    for name in ("abs", "round", "min", "max"):
+    for name in ("abs", "round", "min", "max", "pow"):
         assert name not in ns
         assert getattr(ir, name) is not None  # importable by name
 
@@ -143,3 +143,27 @@ def test_comparison_operators_run_like_numpy(xs: list[float]) -> None:
     a = np.asarray(xs, np.float32)
     res = vyre.dispatch(prog, {"x": a, "out": np.zeros(a.size, np.uint32)}, backend="interp")
     np.testing.assert_array_equal(res["out"], (a >= 0.5) * 1 + (a < -1.0) * 2)
+
+
+def test_pow_operator_and_int_exponents() -> None:
+    x = ir.f64(2.0)
+    assert x ** 2 == BinOp(BinOpKind.POW, x, ir.LitF64(2.0))  # a bare int exponent becomes a float
+    assert 3 ** x == BinOp(BinOpKind.POW, ir.LitF64(3.0), x)
+    assert ir.power(var("a"), 0.5) == BinOp(BinOpKind.POW, var("a"), LitF32(0.5))
+    xs, out = read("x", 0, F64), output("out", 1, F64)
+    i = var("i")
+    prog = Program.wrapped([xs, out], 4, [ir.let("i", gid()), if_(i < 4, [
+        store(out, i, ir.stop_gradient(xs[i]) ** ir.f64(2.0) + ir.power(xs[i], ir.f64(0.5)))])])
+    prog.validate()
+    from vyre.ir.parser import parse_program
+    from vyre.ir.printer import print_program
+    assert parse_program(print_program(prog)) == prog
+    assert Program.from_wire(prog.to_wire()) == prog
+
+
+def test_pow_and_stop_gradient_are_float_only() -> None:
+    from vyre.errors import ValidationError
+    xs, out = read("x", 0, U32), output("out", 1, U32)
+    for e in (BinOp(BinOpKind.POW, xs[gid()], xs[gid()]), UnOp(UnOpKind.STOP_GRADIENT, xs[gid()])):
+        with pytest.raises(ValidationError, match="Fix:"):
+            Program.wrapped([xs, out], 4, [store(out, gid(), e)]).validate()

@@ -136,6 +136,14 @@ BIN_CASES: list[tuple[BinOpKind, DataType, Any, Any, Any]] = [
     (B.MIN, F64, NAN, -3.0, -3.0), (B.MIN, F64, 2.0, NAN, 2.0), (B.MIN, F64, 2.0, 1.0, 1.0),
     (B.MAX, F64, NAN, -3.0, -3.0), (B.MAX, F64, 2.0, 1.0, 2.0), (B.MAX, F64, NAN, NAN, NAN),
     (B.ABS_DIFF, F64, -1.5, 1.5, 3.0), (B.ABS_DIFF, F64, 1.0, 1.0, 0.0),
+    # pow is C pow: pow(x, 0) == 1 even for NaN, pow(1, y) == 1 even for NaN, a negative base with
+    # a non-integer exponent is NaN, pow(+-0, negative odd) == +-inf; f32 rounds the f64 result once
+    (B.POW, F64, 2.0, 10.0, 1024.0), (B.POW, F64, NAN, 0.0, 1.0), (B.POW, F64, 1.0, NAN, 1.0),
+    (B.POW, F64, -8.0, 1 / 3, NAN), (B.POW, F64, -2.0, 3.0, -8.0), (B.POW, F64, 0.0, -1.0, INF),
+    (B.POW, F64, -0.0, -3.0, -INF), (B.POW, F64, 10.0, 400.0, INF), (B.POW, F64, 4.0, 0.5, 2.0),
+    (B.POW, F64, -INF, 3.0, -INF), (B.POW, F64, 0.5, INF, 0.0),
+    (B.POW, F32, 2.0, 0.5, np.float32(math.sqrt(2.0))), (B.POW, F32, 10.0, 39.0, INF),
+    (B.POW, F32, -8.0, 0.5, NAN), (B.POW, F32, NAN, 0.0, 1.0), (B.POW, F32, 3.0, 2.0, 9.0),
     # bool
     (B.EQ, BOOL, True, True, True), (B.EQ, BOOL, True, False, False),
     (B.NE, BOOL, True, False, True), (B.NE, BOOL, False, False, False),
@@ -224,6 +232,8 @@ UN_CASES: list[tuple[UnOpKind, DataType, Any, Any]] = [
     (U.IS_INF, F64, INF, True), (U.IS_INF, F64, 1e308, False),
     (U.IS_FINITE, F32, F32_TINY, True), (U.IS_FINITE, F32, NAN, False), (U.IS_FINITE, F32, INF, False),
     (U.IS_FINITE, F64, -1e308, True), (U.IS_FINITE, F64, -INF, False),
+    (U.STOP_GRADIENT, F32, -0.0, -0.0), (U.STOP_GRADIENT, F32, NAN, NAN), (U.STOP_GRADIENT, F64, 2.5, 2.5),
+    (U.STOP_GRADIENT, F64, -INF, -INF),
 ]
 
 

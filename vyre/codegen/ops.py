@@ -102,6 +102,7 @@ BINOP_EMIT: dict[BinOpKind, BinRule] = {
     BinOpKind.MAX: _minmax("max", "fmax"),
     BinOpKind.ABS_DIFF: _absdiff,
     BinOpKind.FIXED_MUL_Q16: _fixed,
+    BinOpKind.POW: lambda t, a, b: f"math.pow({a}, {b})",  # numba: pow/powf, libdevice on CUDA
 }
 
 
@@ -177,6 +178,7 @@ UNOP_EMIT: dict[UnOpKind, UnRule] = {
     UnOpKind.IS_NAN: _math("isnan"),
     UnOpKind.IS_INF: _math("isinf"),
     UnOpKind.IS_FINITE: _math("isfinite"),
+    UnOpKind.STOP_GRADIENT: lambda t, a: f"({a})",  # the identity: it only matters to autodiff
 }
 
 

@@ -130,6 +130,17 @@ def _libm(fn: Callable[[float], float], fallback: Any) -> Callable[[float], floa
     return f
 
 
+def _pow(a: float, b: float) -> float:
+    """C ``pow`` (IEEE special cases: ``pow(x, 0) == 1`` even for NaN, a negative base with a
+    non-integer exponent is NaN, ``pow(0, -1) == inf``); ``math.pow`` raises where C returns
+    those, so numpy's C result is used there."""
+    try:
+        return math.pow(a, b)
+    except (ValueError, OverflowError, ZeroDivisionError):
+        with np.errstate(all="ignore"):
+            return float(np.power(np.float64(a), np.float64(b)))
+
+
 def _integral(fn: Callable[[float], int]) -> Callable[[float], float]:
     """floor/ceil/trunc/round-half-even keeping the sign of zero (as C does); inf and NaN pass."""
     def f(x: float) -> float:
@@ -229,6 +240,8 @@ BINOP_EVAL: dict[BinOpKind, dict[DataType, BinFn]] = {
     # 16.16: the 64-bit product of the signed bit patterns, arithmetic shift, wrapped to 32 bits.
     BinOpKind.FIXED_MUL_Q16: {I32: lambda a, b: wrap_i32((a * b) >> 16),
                               U32: lambda a, b: ((as_signed(a) * as_signed(b)) >> 16) & M32},
+    # C pow (f32 computed in f64 and rounded once, like the transcendentals).
+    BinOpKind.POW: {F32: lambda a, b: _F32(_pow(float(a), float(b))), F64: _pow},
 }
 
 
@@ -292,6 +305,7 @@ UNOP_EVAL: dict[UnOpKind, dict[DataType, UnFn]] = {
     UnOpKind.IS_NAN: {F32: lambda a: bool(a != a), F64: lambda a: a != a},
     UnOpKind.IS_INF: {F32: lambda a: math.isinf(a), F64: math.isinf},
     UnOpKind.IS_FINITE: {F32: lambda a: math.isfinite(a), F64: math.isfinite},
+    UnOpKind.STOP_GRADIENT: {F32: lambda a: a, F64: lambda a: a},
 }
 
 

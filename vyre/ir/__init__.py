@@ -21,11 +21,11 @@ from .builder import (
     barrier, binop, bit_and, bit_not, bit_or, bit_xor, block, boolean, buflen, call, cast, ceil, clz,
     cos, cosh, ctz, div, eq, exp, exp2, f32, f64, fixed_mul, floor, fma, ge, gid, gt, i32, if_,
     inverse_sqrt, is_finite, is_inf, is_nan, lane, le, let, lid, load, log, log2, logical_and,
-    logical_not, logical_or, loop, lt, maximum, minimum, mod, mul, ne, negate, popcount,
+    logical_not, logical_or, loop, lt, maximum, minimum, mod, mul, ne, negate, popcount, power,
     reciprocal, region, ret, rint, select, shl, shr, shuffle, sign, sin, sinh, sqrt, store,
-    sub, subgroup_reduce, subgroup_size, tan, tanh, trunc, u32, unop, var, wgid,
+    stop_gradient, sub, subgroup_reduce, subgroup_size, tan, tanh, trunc, u32, unop, var, wgid,
 )
-from .builder import abs as abs, max as max, min as min, round as round  # not in __all__ (below)
+from .builder import abs as abs, max as max, min as min, pow as pow, round as round  # not in __all__
 from .expr import (
     EXPR_TYPES, Atomic, BinOp, BufLen, Call, Cast, Expr, ExprLike, Fma, FunctionDef,
     InvocationId, LitBool, LitF32, LitF64, LitI32, LitU32, Load, LocalId, Select, SubgroupBallot,
@@ -67,9 +67,9 @@ __all__ = [
     "ge", "gid", "gt", "i32", "if_", "inline_expr", "inline_nodes", "inverse_sqrt", "is_finite",
     "is_inf", "is_nan", "lane", "le", "let", "lid", "load", "log", "log2", "logical_and",
     "logical_not", "logical_or", "loop", "lt", "maximum", "minimum", "mod", "mul", "ne", "negate",
-    "node_children", "node_exprs", "output", "popcount", "read", "read_write", "reciprocal",
+    "node_children", "node_exprs", "output", "popcount", "power", "read", "read_write", "reciprocal",
     "region", "register_function", "registered", "ret", "rint", "select", "shl", "shr", "shuffle",
-    "sign", "sin", "sinh", "sqrt", "static_type", "storage", "store", "sub", "subgroup_reduce",
+    "sign", "sin", "sinh", "sqrt", "static_type", "stop_gradient", "storage", "store", "sub", "subgroup_reduce",
     "subgroup_size", "tan", "tanh", "trunc", "u32", "uniform", "unop", "var", "walk", "walk_nodes",
     "wgid", "workgroup",
 ]

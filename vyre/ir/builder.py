@@ -7,9 +7,10 @@
     ])
 
 Every op of the op tables (:mod:`vyre.ir.ops`) has a builder named as the printer spells it
-(``exp``, ``is_nan``, ``abs_diff``, ``atomic_max`` ...). ``abs``, ``round``, ``min`` and ``max``
-exist too but are left out of ``__all__`` so that ``from vyre.ir import *`` does not shadow
-Python's built-ins; ``absolute``, ``rint``, ``minimum`` and ``maximum`` are the same builders.
+(``exp``, ``is_nan``, ``abs_diff``, ``atomic_max`` ...). ``abs``, ``round``, ``min``, ``max`` and
+``pow`` exist too but are left out of ``__all__`` so that ``from vyre.ir import *`` does not shadow
+Python's built-ins; ``absolute``, ``rint``, ``minimum``, ``maximum`` and ``power`` are the same
+builders.
 Python numbers passed where an expression is expected become typed literals (see
 :mod:`vyre.ir.expr`). Builders raise :class:`vyre.errors.BuildError` for what they cannot build.
 """
@@ -22,7 +23,7 @@ from ..errors import BuildError
 from .expr import (
     Atomic, BinOp, BufLen, Call, Cast, ExprLike, Fma, InvocationId, LitBool, LitF32, LitF64,
     LitI32, LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce,
-    SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, as_expr, static_type,
+    SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, _pow, as_expr, static_type,
 )
 from .node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from .ops import SUBGROUP_REDUCE_OPS, AtomicOp, BinOpKind, UnOpKind
@@ -264,8 +265,15 @@ def fixed_mul(a: ExprLike, b: ExprLike) -> BinOp:
     return binop(BinOpKind.FIXED_MUL_Q16, a, b)
 
 
+def power(a: ExprLike, b: ExprLike) -> BinOp:
+    """``a`` to the power ``b`` on floats (C ``pow``; also ``a ** b``): ``power(x[i], 1.5)``.
+    A bare Python int becomes a float literal."""
+    return _pow(a, b)
+
+
 min = minimum  # the printer's spelling; not in __all__ (see the module docs)
 max = maximum
+pow = power
 
 
 # ---- unary ops -----------------------------------------------------------------------------------
@@ -429,6 +437,12 @@ def is_inf(a: ExprLike) -> UnOp:
 def is_finite(a: ExprLike) -> UnOp:
     """Is the float neither NaN nor ±inf (bool): ``is_finite(x[i])``."""
     return unop(UnOpKind.IS_FINITE, a)
+
+
+def stop_gradient(a: ExprLike) -> UnOp:
+    """``a`` itself, seen by autodiff as a constant (no gradient flows through it, like
+    ``jax.lax.stop_gradient``): a straight-through round is ``x + stop_gradient(rint(x) - x)``."""
+    return unop(UnOpKind.STOP_GRADIENT, a)
 
 
 # ---- atomics -------------------------------------------------------------------------------------

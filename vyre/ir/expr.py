@@ -82,6 +82,8 @@ class _ExprOps:
     def __le__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.LE, self, o)
     def __gt__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.GT, self, o)
     def __ge__(self, o: ExprLike) -> BinOp: return _bin(BinOpKind.GE, self, o)
+    def __pow__(self, o: ExprLike) -> BinOp: return _pow(self, o)
+    def __rpow__(self, o: ExprLike) -> BinOp: return _pow(o, self)
 
     def __bool__(self) -> bool:
         raise BuildError(
@@ -494,6 +496,13 @@ def _int_div(a: ExprLike, b: ExprLike) -> BinOp:
                 "for floor division, or a / b for true division"
             )
     return _bin(BinOpKind.DIV, a, b)
+
+
+def _pow(a: ExprLike, b: ExprLike) -> BinOp:
+    """``a ** b``: pow is float-only, so a bare Python int operand becomes a float literal."""
+    a = float(a) if isinstance(a, int) and not isinstance(a, bool) else a
+    b = float(b) if isinstance(b, int) and not isinstance(b, bool) else b
+    return _bin(BinOpKind.POW, a, b)
 
 
 def as_expr(value: ExprLike, like: DataType | None = None) -> Expr:

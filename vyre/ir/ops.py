@@ -39,6 +39,7 @@ class BinOpKind(enum.IntEnum):
     MAX = 20
     ABS_DIFF = 21
     FIXED_MUL_Q16 = 22
+    POW = 23
 
 
 class UnOpKind(enum.IntEnum):
@@ -75,6 +76,7 @@ class UnOpKind(enum.IntEnum):
     IS_NAN = 29
     IS_INF = 30
     IS_FINITE = 31
+    STOP_GRADIENT = 32
 
 
 class AtomicOp(enum.IntEnum):
@@ -142,6 +144,7 @@ BINOP_RULES: dict[BinOpKind, OpRule] = {
     BinOpKind.ABS_DIFF: OpRule(NUMERIC, {DataType.I32: DataType.U32, DataType.U32: DataType.U32,
                                          DataType.F32: DataType.F32, DataType.F64: DataType.F64}),
     BinOpKind.FIXED_MUL_Q16: _INT,
+    BinOpKind.POW: _FLOAT,
 }
 
 UNOP_RULES: dict[UnOpKind, OpRule] = {
@@ -176,6 +179,8 @@ UNOP_RULES: dict[UnOpKind, OpRule] = {
     UnOpKind.IS_NAN: OpRule(FLOATS, _B),
     UnOpKind.IS_INF: OpRule(FLOATS, _B),
     UnOpKind.IS_FINITE: OpRule(FLOATS, _B),
+    # The identity on values; autodiff treats the result as a constant (derivative 0).
+    UnOpKind.STOP_GRADIENT: _FLOAT,
 }
 
 ATOMIC_RULES: dict[AtomicOp, OpRule] = {
