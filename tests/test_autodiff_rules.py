@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from vyre.autodiff import BINOP_DERIV, UNOP_DERIV, BinDiff, NonDiff, UnDiff, check_grad, hvp, jvp
+from vyre.autodiff import BINOP_DERIV, UNOP_DERIV, BinDiff, NonDiff, UnDiff, ZeroDiff, check_grad, hvp, jvp
 from vyre.autodiff.check import promote_f64
 from vyre.ir import (
     BINOP_RULES, F32, F64, UNOP_RULES, BinOpKind, Program, UnOpKind, binop, buflen, cast, f64, fma,
@@ -28,11 +28,16 @@ def test_every_binop_is_classified() -> None:
 
 def test_every_unop_is_classified() -> None:
     assert set(UNOP_DERIV) == set(UnOpKind)
-    steps = {UnOpKind.FLOOR, UnOpKind.CEIL, UnOpKind.ROUND, UnOpKind.TRUNC, UnOpKind.SIGN}
+    # The zero-derivative policy: exactly the piecewise-constant ops and stop_gradient.
+    zero = {UnOpKind.FLOOR, UnOpKind.CEIL, UnOpKind.ROUND, UnOpKind.TRUNC, UnOpKind.SIGN,
+            UnOpKind.STOP_GRADIENT}
     for op, rule in UNOP_DERIV.items():
-        assert isinstance(rule, UnDiff | NonDiff)
+        assert isinstance(rule, UnDiff | ZeroDiff | NonDiff)
         floaty = F64 in UNOP_RULES[op].operands and UNOP_RULES[op].result_for(F64).is_float
-        assert isinstance(rule, UnDiff) == (floaty and op not in steps), op
+        assert isinstance(rule, UnDiff) == (floaty and op not in zero), op
+        assert isinstance(rule, ZeroDiff) == (op in zero), op
+        # NonDiff is left for ops whose result is no float (bools, integers): nothing to differentiate.
+        assert isinstance(rule, NonDiff) == (not floaty), op
         if isinstance(rule, NonDiff):
             assert rule.why and rule.fix
 
@@ -110,6 +115,7 @@ BINARY = [
     (BinOpKind.MIN, _b(-2, 2), _b(-2, 2)),
     (BinOpKind.MAX, _b(-2, 2), _b(-2, 2)),
     (BinOpKind.ABS_DIFF, _b(-2, 2), _b(-2, 2)),
+    (BinOpKind.POW, _b(0.3, 2.5), _b(-2, 2)),
 ]
 
 
@@ -192,3 +198,20 @@ def test_f32_program_is_checked_against_promoted_f64() -> None:
     x = np.random.default_rng(5).uniform(-2, 2, N).astype(np.float32)
     err = check_grad(prog, {"x": x, "out": np.zeros(N, np.float32)}, ["x"], backend="interp")
     assert err < 2e-3
+
+
+def test_pow_matches_analytic_derivatives_and_its_conventions() -> None:
+    from vyre.autodiff import vjp
+    prog = _binary_program(BinOpKind.POW)
+    a = np.array([0.5, 2.0, 3.0, 0.0, 0.0, -2.0])
+    b = np.array([3.0, -1.5, 0.0, 2.0, 0.0, 3.0])
+    g = vjp(prog, {"a": a, "b": b, "out": np.zeros(N)}, {"out": np.ones(N)}, ["a", "b"], backend="interp")
+    with np.errstate(all="ignore"):
+        da = np.where(b == 0, 0.0, b * a ** (b - 1))
+        db = a ** b * np.log(np.where(a == 0, 1.0, a))
+    np.testing.assert_allclose(g["a"], da, rtol=1e-14)
+    # JAX's conventions: d/da is 0 at b == 0 (pow(0, 0) included); d/db uses log(1) at a == 0;
+    # a negative base has no derivative in b (NaN, which check_grad reports).
+    assert g["a"][2] == 0.0 and g["a"][4] == 0.0 and g["b"][3] == 0.0 and g["b"][4] == 0.0
+    assert np.isnan(g["b"][5]) and np.isnan(db[5])
+    np.testing.assert_allclose(g["b"][:5], db[:5], rtol=1e-14)

@@ -10,12 +10,12 @@
 from .check import check_grad, promote_f64
 from .forward import TANGENT_PREFIX, jvp_program
 from .reverse import GRAD_PREFIX, STORED_PREFIX, grad
-from .rules import BINOP_DERIV, UNOP_DERIV, BinDiff, NonDiff, UnDiff
+from .rules import BINOP_DERIV, UNOP_DERIV, BinDiff, NonDiff, UnDiff, ZeroDiff
 from .handle import ValueAndGrad, value_and_grad_fn
 from .runners import hvp, jvp, run_forward, value_and_grad, vjp
 
 __all__ = [
     "BINOP_DERIV", "GRAD_PREFIX", "STORED_PREFIX", "TANGENT_PREFIX", "UNOP_DERIV", "BinDiff",
     "NonDiff", "UnDiff", "check_grad", "grad", "hvp", "jvp", "jvp_program", "promote_f64",
-    "ValueAndGrad", "run_forward", "value_and_grad", "value_and_grad_fn", "vjp",
+    "ValueAndGrad", "ZeroDiff", "run_forward", "value_and_grad", "value_and_grad_fn", "vjp",
 ]

@@ -5,10 +5,9 @@ every :class:`~vyre.errors.AutodiffError` names the offending statement by its p
 
 Activity: a float value is *active* when it depends (through values, not control) on a buffer
 being differentiated; an integer or bool value is *tainted* when it depends on an active float
-(a comparison, a float->int cast, a load at a tainted index). Tainted values may steer indices,
-conditions and loop bounds (they carry no gradient there), but a float computed from one is
-rejected: its derivative would be silently zero (``cast(f32, cast(u32, x))``), and so is an
-active float through a piecewise-constant op (``floor``, ``round``, ``sign``, ...).
+(a comparison, a float->int cast, a load at a tainted index). Under the zero-derivative policy
+of :mod:`vyre.autodiff.rules`, a float computed from a tainted value (``cast(f32, cast(u32,
+x))``) or by a piecewise-constant op or ``stop_gradient`` is not active: its derivative is 0.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from ..ir.ops import BINOP_RULES, UNOP_RULES, AtomicOp
 from ..ir.program import Program
 from ..ir.types import DataType
 from .prepare import iter_paths
-from .rules import UNOP_DERIV, NonDiff
+from .rules import UNOP_DERIV, NonDiff, stops_gradient
 
 
 def _err(path: str, found: str, fix: str) -> AutodiffError:
@@ -151,6 +150,8 @@ class Activity:
             case UnOp(op, a):
                 ta, aa, at = self.info(a)
                 ty = UNOP_RULES[op].result_for(ta)
+                if stops_gradient(e):
+                    return ty, False, aa or at  # derivative 0 (rules.py's zero-derivative policy)
                 if aa and ty.is_float and isinstance(UNOP_DERIV[op], NonDiff) and self.report:
                     rule = UNOP_DERIV[op]
                     assert isinstance(rule, NonDiff)
@@ -167,13 +168,7 @@ class Activity:
             case Cast(target, v):
                 tv, va, vt = self.info(v)
                 if target.is_float and not tv.is_float:
-                    if vt and self.report:
-                        self.report(e, f"a float computed from a {tv.short} that depends on a "
-                                       "differentiated input (through a comparison, a float->int "
-                                       "cast or an integer op); its derivative would be silently "
-                                       "zero|compute the float from floats only, or use the "
-                                       "integer only as an index or condition")
-                    return target, False, False
+                    return target, False, False  # derivative 0 (the zero-derivative policy)
                 if target.is_float:
                     return target, va, False
                 return target, False, va or vt

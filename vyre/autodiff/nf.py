@@ -26,6 +26,7 @@ from ..ir.expr import (
 from ..ir.functions import substitute
 from ..ir.node import Assign, If, Let, Loop, Node, Store
 from ..ir.types import DataType
+from .rules import stops_gradient
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +291,8 @@ def _value_vars(value: Expr) -> set[str]:
             return expr_vars(a) | expr_vars(b)
         case Load() | Atomic():
             return set()
+        case _ if stops_gradient(value):
+            return set()  # the zero-derivative policy (rules.py)
         case _:
             return expr_vars(value)
 

@@ -12,7 +12,16 @@ conditions), so the backward program is itself differentiable: Hessian-vector pr
 
 Conventions where the derivative is not unique (documented in docs/autodiff.md):
 ``abs`` and ``abs_diff`` use 0 at the kink; ``min``/``max`` split a tie 1/2 to each operand; the
-operand ``min``/``max`` did not return gets nothing (so a NaN operand gets no gradient).
+operand ``min``/``max`` did not return gets nothing (so a NaN operand gets no gradient); ``pow``
+follows JAX (``d/da = 0`` when ``b == 0``, ``d/db`` uses ``log(1)`` when ``a == 0``).
+
+**The zero-derivative policy** (one rule for every piecewise-constant dependence): a float that
+depends on a differentiated value only through a step (``ZeroDiff`` ops: floor, ceil, round,
+trunc, sign; ``stop_gradient``) or through a non-float (a comparison, a float->int cast, an
+integer op, a load at such an index) is a constant to autodiff: derivative 0, which is the exact
+derivative everywhere except at the jumps, where none exists (JAX, PyTorch and Warp do the same).
+:func:`stops_gradient` and the int->float cast rule are applied by both activity analyses
+(``checks.Activity`` on the source, ``nf.active_names`` on the normal form).
 """
 
 from __future__ import annotations
@@ -57,6 +66,13 @@ class UnDiff:
 
 
 @dataclass(frozen=True, slots=True)
+class ZeroDiff:
+    """A float op whose derivative is 0 wherever it exists: its result is a constant to autodiff."""
+
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class NonDiff:
     """An op with no derivative on floats; ``why`` and ``fix`` go into the AutodiffError."""
 
@@ -96,6 +112,16 @@ def _abs_diff(x: Ctx, d: Expr) -> tuple[Contrib, Contrib]:
     return s, _neg(s)
 
 
+def _pow(x: Ctx, d: Expr) -> tuple[Contrib, Contrib]:
+    # r = a^b: dr/da = b a^(b-1) (0 when b == 0, so pow(0, 0) gives 0, not 0 * inf);
+    # dr/db = r log(a), with log(1) = 0 at a == 0 (JAX's conventions). Both are differentiable.
+    zero = x.c(0.0)
+    da = _sel(_b(BinOpKind.EQ, x.b, zero), zero,
+              _mul(_mul(d, x.b), _b(BinOpKind.POW, x.a, _sub(x.b, x.c(1.0)))))
+    db = _mul(_mul(d, x.r), _u(UnOpKind.LOG, _sel(_b(BinOpKind.EQ, x.a, zero), x.c(1.0), x.a)))
+    return da, db
+
+
 _CMP = NonDiff("a comparison yields a bool, which carries no gradient",
                "use the comparison only as a condition (If, Select); compute float values with "
                "float arithmetic")
@@ -103,10 +129,8 @@ _LOGIC = NonDiff("a logical op works on bools, which carry no gradient",
                  "use the result only as a condition")
 _INTOP = NonDiff("an integer/bitwise op has no derivative",
                  "keep integer arithmetic to indices, bounds and conditions")
-_STEP = NonDiff("a piecewise-constant op has derivative 0 where it is defined and none at its "
-                "jumps, so a gradient through it would be silently zero",
-                "compute this value from inputs you do not differentiate, or replace it with a "
-                "smooth function")
+_STEP = ZeroDiff("piecewise constant: derivative 0 between its jumps, and 0 is used at them")
+_STOP = ZeroDiff("stop_gradient: the value is a constant to autodiff")
 _BOOL_TEST = NonDiff("a float test yields a bool, which carries no gradient",
                      "use the result only as a condition")
 
@@ -120,6 +144,7 @@ BINOP_DERIV: dict[BinOpKind, BinDiff | NonDiff] = {
     BinOpKind.MIN: BinDiff(_minmax),
     BinOpKind.MAX: BinDiff(_minmax),
     BinOpKind.ABS_DIFF: BinDiff(_abs_diff),
+    BinOpKind.POW: BinDiff(_pow),
     BinOpKind.BIT_AND: _INTOP,
     BinOpKind.BIT_OR: _INTOP,
     BinOpKind.BIT_XOR: _INTOP,
@@ -152,7 +177,7 @@ def _one_plus_sq(x: Ctx, v: Expr) -> Expr:
     return _add(x.c(1.0), _mul(v, v))
 
 
-UNOP_DERIV: dict[UnOpKind, UnDiff | NonDiff] = {
+UNOP_DERIV: dict[UnOpKind, UnDiff | ZeroDiff | NonDiff] = {
     UnOpKind.NEGATE: UnDiff(lambda x, d: _neg(d)),
     UnOpKind.ABS: UnDiff(_abs),
     UnOpKind.SQRT: UnDiff(lambda x, d: _div(_mul(d, x.c(0.5)), x.r)),
@@ -177,6 +202,7 @@ UNOP_DERIV: dict[UnOpKind, UnDiff | NonDiff] = {
     UnOpKind.ROUND: _STEP,
     UnOpKind.TRUNC: _STEP,
     UnOpKind.SIGN: _STEP,
+    UnOpKind.STOP_GRADIENT: _STOP,
     UnOpKind.BIT_NOT: _INTOP,
     UnOpKind.POPCOUNT: _INTOP,
     UnOpKind.CLZ: _INTOP,
@@ -186,6 +212,13 @@ UNOP_DERIV: dict[UnOpKind, UnDiff | NonDiff] = {
     UnOpKind.IS_INF: _BOOL_TEST,
     UnOpKind.IS_FINITE: _BOOL_TEST,
 }
+
+
+def stops_gradient(value: Expr) -> bool:
+    """Whether the float ``value`` is a constant to autodiff under the zero-derivative policy
+    because of its own op (a ``ZeroDiff`` unop). Casts from a non-float are the policy's other
+    half; the activity analyses see them by the operand's type (they never make a float active)."""
+    return isinstance(value, UnOp) and isinstance(UNOP_DERIV[value.op], ZeroDiff)
 
 
 def fma_contribs(a: Expr, b: Expr, d: Expr) -> tuple[Expr, Expr, Expr]:
