@@ -9,7 +9,8 @@ f32 round-off swamping the difference quotient.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +26,7 @@ from ..ir.types import DataType
 from ..driver.geometry import launch_grid
 from .checks import as_names, as_program
 from .runners import Grid, run_forward, vjp
+from .tape import Tape
 
 _F32, _F64 = DataType.F32, DataType.F64
 
@@ -47,24 +49,65 @@ def promote_f64(program: Program) -> Program:
     return Program(bufs, program.workgroup_size, map_exprs(body, _promote), ())
 
 
-def check_grad(program: Program, inputs: Mapping[str, Any], wrt: str | Sequence[str], *,
+def _rel_err(fd: float, ad: float, floor: float) -> float:
+    """``|fd - ad| / max(|fd|, |ad|, floor)``; inf when either value is NaN or infinite, so a
+    non-finite gradient can never compare as close (``max`` would silently drop a NaN)."""
+    if not (math.isfinite(fd) and math.isfinite(ad)):
+        return math.inf
+    return abs(fd - ad) / max(abs(fd), abs(ad), floor)
+
+
+def _pick_elements(g: Mapping[str, np.ndarray], wrt: Sequence[str], limit: int,
+                   rng: np.random.Generator) -> list[tuple[str, int]]:
+    """Elements to difference one at a time for the report: all of them when there are at most
+    ``limit``; otherwise the non-finite gradient entries first, then the largest, then random."""
+    flat = {w: np.asarray(g[w], dtype=np.float64).reshape(-1) for w in wrt}
+    every = [(w, i) for w in wrt for i in range(flat[w].size)]
+    if len(every) <= limit:
+        return every
+    bad = [(w, int(i)) for w in wrt for i in np.nonzero(~np.isfinite(flat[w]))[0]]
+    picked = list(dict.fromkeys(bad[:limit // 2]))
+    big = sorted(every, key=lambda e: -abs(flat[e[0]][e[1]]) if math.isfinite(flat[e[0]][e[1]]) else 0.0)
+    for e in big[:limit // 4]:
+        if e not in picked:
+            picked.append(e)
+    for k in rng.permutation(len(every)):
+        if len(picked) >= limit:
+            break
+        if every[int(k)] not in picked:
+            picked.append(every[int(k)])
+    return picked
+
+
+def check_grad(program: Program | Tape, inputs: Mapping[str, Any], wrt: str | Sequence[str], *,
                outputs: str | Sequence[str] | None = None, directions: int = 3, eps: float = 1e-6,
                rtol: float | None = None, atol: float | None = None, seed: int = 0,
-               backend: str | None = None, grid: Grid | None = None, dim: Grid | None = None) -> float:
+               backend: str | None = None, grid: Grid | None = None, dim: Grid | None = None,
+               report_elements: int = 32) -> float:
     """Compare ``vjp`` with central finite differences; return the worst relative error.
 
+    ``program`` may be a :class:`~vyre.autodiff.tape.Tape` (a sequence of dispatches).
     ``outputs``: the float outputs probed (default: every float output). ``eps``: the step,
     relative to the largest magnitude among the ``wrt`` inputs. The relative error of one
     direction is ``|fd - ad| / max(|fd|, |ad|, atol)``; ``atol`` defaults to
     ``1e-7 * (1 + |L|)`` so directions with a (near) zero derivative are judged absolutely.
     ``rtol`` defaults to 1e-5 for f64 programs and 2e-3 for f32 ones (whose gradients carry f32
-    round-off). Raises AssertionError, with every direction's numbers, when the worst error
-    exceeds ``rtol``. Inputs of any kind ``dispatch`` accepts are copied to the host first (the
-    probes run on numpy arrays on ``backend``). Keep inputs away from kinks (``abs`` at 0, ``min``
-    ties, branch boundaries), where finite differences are meaningless. ``wrt`` and ``outputs`` are
-    a name or a list of names; ``program`` may be a ``@vyre.kernel`` function."""
-    program, wrt = as_program(program), as_names(wrt, "wrt")
-    grid = launch_grid(program, grid, dim)
+    round-off). A NaN or infinite value in either gradient (reverse mode, or the finite
+    differences) fails the check. On failure it raises AssertionError with every direction's
+    numbers and the worst element: up to ``report_elements`` elements are differenced one at a
+    time, and the one with the largest error is named with its index, both values and the
+    error. Inputs of any kind ``dispatch`` accepts are copied to the host first (the probes run
+    on numpy arrays on ``backend``). Keep inputs away from kinks (``abs`` at 0, ``min`` ties,
+    branch boundaries), where finite differences are meaningless. ``wrt`` and ``outputs`` are a
+    name or a list of names; ``program`` may be a ``@vyre.kernel`` function."""
+    wrt = as_names(wrt, "wrt")
+    if isinstance(program, Tape):
+        if dim is not None:
+            raise AutodiffError("dim= was passed for a Tape; each step runs with the grid it was "
+                                "recorded with. Fix: pass grid= to Tape.record instead")
+    else:
+        program = as_program(program)
+        grid = launch_grid(program, grid, dim)
     # finite differences run in float64 on host copies: device arrays and DLPack objects are copied
     # to numpy here, once (a check, not a hot path)
     inputs = {k: kind_of(v).to_host(v) for k, v in inputs.items()}
@@ -81,7 +124,9 @@ def check_grad(program: Program, inputs: Mapping[str, Any], wrt: str | Sequence[
     cots = {o: rng.standard_normal(np.asarray(base[o]).size).astype(program.buffer(o).element.np_dtype)
             for o in outs}
     g = vjp(program, inputs, cots, list(wrt), backend=backend, grid=grid)
-    p64 = promote_f64(program) if is32 else program
+    p64: Program | Tape = program
+    if is32:
+        p64 = program.promote_f64() if isinstance(program, Tape) else promote_f64(program)
     x64 = {k: (np.asarray(v).astype(np.float64) if np.asarray(v).dtype == np.float32 else v)
            for k, v in inputs.items()}
 
@@ -91,23 +136,52 @@ def check_grad(program: Program, inputs: Mapping[str, Any], wrt: str | Sequence[
             x = np.asarray(x64[w], dtype=np.float64)
             args[w] = (x.reshape(-1) + h * v).reshape(x.shape)
         res = run_forward(p64, args, backend=backend, grid=grid)
-        return float(sum(np.dot(np.asarray(res[o], dtype=np.float64).reshape(-1),
-                                cots[o].astype(np.float64)) for o in outs))
+        with np.errstate(all="ignore"):
+            return float(sum(np.dot(np.asarray(res[o], dtype=np.float64).reshape(-1),
+                                    cots[o].astype(np.float64)) for o in outs))
 
     scale = max([1.0] + [float(np.max(np.abs(np.asarray(inputs[w])), initial=0.0)) for w in wrt])
+    h = eps * scale
     l0 = loss({}, 0.0)
-    floor = atol if atol is not None else 1e-7 * (1.0 + abs(l0))
+    floor = atol if atol is not None else 1e-7 * (1.0 + abs(l0) if math.isfinite(l0) else 1.0)
     worst = 0.0
     lines = []
     for _ in range(directions):
         v = {w: rng.standard_normal(np.asarray(inputs[w]).size) for w in wrt}
-        h = eps * scale
         fd = (loss(v, h) - loss(v, -h)) / (2 * h)
-        ad = float(sum(np.dot(np.asarray(g[w], dtype=np.float64).reshape(-1), v[w]) for w in wrt))
-        err = abs(fd - ad) / max(abs(fd), abs(ad), floor)
+        with np.errstate(all="ignore"):
+            ad = float(sum(np.dot(np.asarray(g[w], dtype=np.float64).reshape(-1), v[w]) for w in wrt))
+        err = _rel_err(fd, ad, floor)
         worst = max(worst, err)
         lines.append(f"  finite difference {fd:.12g}, reverse mode {ad:.12g}, relative error {err:.3g}")
+    nonfinite = [f"{w}[{int(i)}] = {np.asarray(g[w]).reshape(-1)[i]}" for w in wrt
+                 for i in np.nonzero(~np.isfinite(np.asarray(g[w], dtype=np.float64).reshape(-1)))[0][:3]]
+    if nonfinite:
+        worst = math.inf
     if worst > tol:
-        raise AssertionError(f"gradient check failed (worst relative error {worst:.3g} > {tol:.3g}):\n"
-                             + "\n".join(lines))
+        head = (f"gradient check failed (worst relative error {worst:.3g} > {tol:.3g}"
+                + (f"; reverse mode gave non-finite values: {', '.join(nonfinite)}" if nonfinite else "")
+                + "):\n")
+        raise AssertionError(head + "\n".join(lines) + "\n" + _worst_element(
+            loss, g, inputs, wrt, h, floor, report_elements, rng))
     return worst
+
+
+def _worst_element(loss: Callable[[Mapping[str, np.ndarray], float], float],
+                   g: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray], wrt: Sequence[str],
+                   h: float, floor: float, limit: int, rng: np.random.Generator) -> str:
+    """The element with the largest error among those differenced one at a time."""
+    picked = _pick_elements(g, wrt, limit, rng)
+    rows = []
+    for w, i in picked:
+        unit = {w: np.zeros(np.asarray(inputs[w]).size)}
+        unit[w][i] = 1.0
+        fd = (loss(unit, h) - loss(unit, -h)) / (2 * h)
+        ad = float(np.asarray(g[w], dtype=np.float64).reshape(-1)[i])
+        rows.append((_rel_err(fd, ad, floor), w, i, fd, ad))
+    if not rows:
+        return "  (no elements to difference)"
+    err, w, i, fd, ad = max(rows, key=lambda r: (r[0], -r[2]))
+    total = sum(np.asarray(inputs[x]).size for x in wrt)
+    return (f"  worst element {w}[{i}] (of {len(rows)} differenced one at a time out of {total}): "
+            f"finite difference {fd:.12g}, reverse mode {ad:.12g}, relative error {err:.3g}")
