@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from .checks import as_names, as_program
 from .forward import TANGENT_PREFIX, jvp_program
 from .fused import LOSS_PREFIX, loss_program, partial_count
 from .reverse import GRAD_PREFIX, STORED_PREFIX, grad
+
+if TYPE_CHECKING:
+    from .tape import Tape
 
 
 
@@ -125,14 +128,26 @@ def _arrays_for_forward_buffers(program: Program, inputs: Mapping[str, Any],
     return out
 
 
-def vjp(program: Program, inputs: Mapping[str, Any], cotangents: Mapping[str, Any],
-        wrt: str | Sequence[str], *, backend: str | None = None, grid: Grid | None = None, dim: Grid | None = None
+def _tape(program: object) -> Tape | None:
+    """``program`` if it is a :class:`~vyre.autodiff.tape.Tape` (every runner takes one)."""
+    from .tape import Tape
+
+    return program if isinstance(program, Tape) else None
+
+
+def vjp(program: Program | Tape, inputs: Mapping[str, Any], cotangents: Mapping[str, Any],
+        wrt: str | Sequence[str], *, backend: str | None = None, grid: Grid | None = None,
+        dim: Grid | None = None
         ) -> dict[str, Any]:
     """Vector-Jacobian product: ``{w: sum_o J_o,w^T cotangents[o]}`` for every ``w`` in ``wrt``.
 
     ``inputs`` are the forward's arrays (pre-forward contents); ``cotangents`` maps each output to
     an array of its dtype and length. ``wrt`` is a name or a list of names (so in every runner);
-    ``program`` may be a ``@vyre.kernel`` function."""
+    ``program`` may be a ``@vyre.kernel`` function, or a Tape (names are then shared names)."""
+    if (tape := _tape(program)) is not None:
+        from . import tape as _t
+
+        return _t.vjp(tape, inputs, cotangents, as_names(wrt, "wrt"), backend=backend, grid=grid, dim=dim)
     program, wrt = as_program(program), as_names(wrt, "wrt")
     grid = launch_grid(program, grid, dim)
     g3 = forward_grid(program, inputs, grid)
@@ -165,9 +180,15 @@ def _forward_args(program: Program, inputs: Mapping[str, Any], kind: ArrayKind) 
     return args
 
 
-def run_forward(program: Program, inputs: Mapping[str, Any], *, backend: str | None = None,
-                grid: Grid | None = None, dim: Grid | None = None) -> dict[str, Any]:
-    """Run the forward on copies of the written buffers (``inputs`` stay pre-forward)."""
+def run_forward(program: Program | Tape, inputs: Mapping[str, Any], *,
+                backend: str | None = None, grid: Grid | None = None, dim: Grid | None = None
+                ) -> dict[str, Any]:
+    """Run the forward on copies of the written buffers (``inputs`` stay pre-forward); a Tape
+    runs its steps in order."""
+    if (tape := _tape(program)) is not None:
+        from . import tape as _t
+
+        return _t.run_forward(tape, inputs, backend=backend, grid=grid, dim=dim)
     program = as_program(program)
     grid = launch_grid(program, grid, dim)
     kind = input_kind(inputs)
@@ -176,8 +197,9 @@ def run_forward(program: Program, inputs: Mapping[str, Any], *, backend: str | N
     return {k: kind.wrap(v) for k, v in res.items()}
 
 
-def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str | Sequence[str],
-                   wrt: str | Sequence[str], *, cotangent: Any | None = None,
+def value_and_grad(program: Program | Tape, inputs: Mapping[str, Any],
+                   output: str | Sequence[str], wrt: str | Sequence[str], *,
+                   cotangent: Any | None = None,
                    backend: str | None = None, grid: Grid | None = None, dim: Grid | None = None
                    ) -> tuple[Any, dict[str, Any]]:
     """``(loss, {w: dloss/dw})`` with ``loss = sum(output)``, or ``<cotangent, output>`` when a
@@ -187,7 +209,13 @@ def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str | Se
     Without a cotangent, one fused kernel (``grad(..., with_value=True, unit_cotangent=True)``)
     computes the outputs, the gradients and, on device arrays, partial sums of the loss in a single
     pass (:mod:`vyre.autodiff.fused`). For a loop, :func:`value_and_grad_fn` keeps the compiled
-    program and the buffers between calls. ``output`` is one name (or a list of one)."""
+    program and the buffers between calls. ``output`` is one name (or a list of one). A Tape
+    runs its steps forward, then their backward programs in reverse (host arrays)."""
+    if (tape := _tape(program)) is not None:
+        from . import tape as _t
+
+        return _t.value_and_grad(tape, inputs, _one(output), as_names(wrt, "wrt"),
+                                 cotangent=cotangent, backend=backend, grid=grid, dim=dim)
     program, wrt, output = as_program(program), as_names(wrt, "wrt"), _one(output)
     grid = launch_grid(program, grid, dim)
     if cotangent is None:
@@ -198,11 +226,16 @@ def value_and_grad(program: Program, inputs: Mapping[str, Any], output: str | Se
     return loss, vjp(program, inputs, {output: cotangent}, wrt, backend=backend, grid=grid)
 
 
-def jvp(program: Program, inputs: Mapping[str, Any], tangents: Mapping[str, Any],
+def jvp(program: Program | Tape, inputs: Mapping[str, Any], tangents: Mapping[str, Any],
         *, outputs: str | Sequence[str] | None = None, backend: str | None = None,
         grid: Grid | None = None, dim: Grid | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Jacobian-vector product: ``(primal outputs, {o: J_o tangents})`` for the float outputs
-    (default: every output the tangents reach)."""
+    (default: every output the tangents reach; for a Tape, every float output)."""
+    if (tape := _tape(program)) is not None:
+        from . import tape as _t
+
+        return _t.jvp(tape, inputs, tangents, backend=backend, grid=grid, dim=dim,
+                      outputs=None if outputs is None else as_names(outputs, "outputs"))
     program = as_program(program)
     grid = launch_grid(program, grid, dim)
     tp = jvp_program(program, list(tangents), None if outputs is None else as_names(outputs, "outputs"))
@@ -231,12 +264,18 @@ def jvp(program: Program, inputs: Mapping[str, Any], tangents: Mapping[str, Any]
     return primal, {o[len(TANGENT_PREFIX):]: kind.wrap(res[o]) for o in outs}
 
 
-def hvp(program: Program, inputs: Mapping[str, Any], output: str | Sequence[str], wrt: str | Sequence[str],
+def hvp(program: Program | Tape, inputs: Mapping[str, Any], output: str | Sequence[str],
+        wrt: str | Sequence[str],
         vectors: Mapping[str, Any], *, cotangent: Any | None = None,
         backend: str | None = None, grid: Grid | None = None, dim: Grid | None = None) -> dict[str, Any]:
     """Hessian-vector product of ``loss = <cotangent (default ones), output>`` by forward-over-
     reverse: the tangent program of the backward program. ``vectors`` maps each ``wrt`` input to
     its direction; returns ``{w: (H v)_w}``."""
+    if (tape := _tape(program)) is not None:
+        from . import tape as _t
+
+        return _t.hvp(tape, inputs, _one(output), as_names(wrt, "wrt"), vectors,
+                      cotangent=cotangent, backend=backend, grid=grid, dim=dim)
     program, wrt, output = as_program(program), as_names(wrt, "wrt"), _one(output)
     grid = launch_grid(program, grid, dim)
     g3 = forward_grid(program, inputs, grid)
