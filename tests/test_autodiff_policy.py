@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from vyre.autodiff import check_grad, grad, vjp
 from vyre.ir import (
     F32, F64, I32, U32, Expr, Program, absolute, cast, ceil, f64, floor, gid, if_, let, output,
-    UnOp, UnOpKind, power, read, round_, select, sign, sin, stop_gradient, store, tanh, trunc, var,
+    UnOp, UnOpKind, power, read, rint, select, sign, sin, stop_gradient, store, tanh, trunc, var,
     walk,
 )
 
@@ -38,7 +38,7 @@ def _step(kind: str, e: Expr, other: Expr) -> Expr:
         case "ceil":
             return ceil(scaled)
         case "round":
-            return round_(scaled)
+            return rint(scaled)
         case "trunc":
             return trunc(scaled)
         case "sign":
@@ -141,7 +141,7 @@ def test_stop_gradient_is_the_value_passed_as_data(f: Expr, g: Expr, seed: int) 
 
 @pytest.mark.parametrize("backend", ["interp", "cpu"])
 def test_straight_through_estimator(backend: str) -> None:
-    prog = _program(lambda xv, _y: xv + stop_gradient(round_(xv) - xv))
+    prog = _program(lambda xv, _y: xv + stop_gradient(rint(xv) - xv))
     inputs = _inputs(3)
     from vyre.autodiff import value_and_grad
     loss, g = value_and_grad(prog, inputs, "out", ["x"], backend=backend)
