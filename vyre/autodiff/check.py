@@ -24,7 +24,7 @@ from ..ir.transform import map_exprs
 from ..ir.program import Program
 from ..ir.types import DataType
 from ..driver.geometry import launch_grid
-from .checks import as_names, as_program
+from .checks import as_names, as_program, scalar_inputs
 from .runners import Grid, run_forward, vjp
 from .tape import Tape
 
@@ -107,6 +107,7 @@ def check_grad(program: Program | Tape, inputs: Mapping[str, Any], wrt: str | Se
                                 "recorded with. Fix: pass grid= to Tape.record instead")
     else:
         program = as_program(program)
+        inputs = scalar_inputs(program, inputs)
         grid = launch_grid(program, grid, dim)
     # finite differences run in float64 on host copies: device arrays and DLPack objects are copied
     # to numpy here, once (a check, not a hot path)

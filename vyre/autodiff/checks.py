@@ -12,8 +12,9 @@ x))``) or by a piecewise-constant op or ``stop_gradient`` is not active: its der
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import AutodiffError
 from ..ir._checks import is_identifier
@@ -57,6 +58,20 @@ def as_program(obj: object) -> Program:
         return prog
     raise AutodiffError(f"expected a vyre Program or a @vyre.kernel function, got {type(obj).__name__}. "
                         "Fix: pass kernel.program or a Program")
+
+
+def scalar_inputs(program: Program, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``inputs`` with Python numbers given for scalar parameters (1-element uniform buffers, what
+    ``@vyre.kernel`` makes of ``a: f32``) made 1-element arrays, as ``vyre.dispatch`` does."""
+    from ..driver.bind import is_scalar_slot, scalar_to_array
+
+    slots = [b for b in program.buffers if is_scalar_slot(b) and b.name in inputs]
+    if not slots or not isinstance(inputs, Mapping):
+        return inputs
+    out = dict(inputs)
+    for b in slots:
+        out[b.name] = scalar_to_array(b, out[b.name], AutodiffError)
+    return out
 
 
 def check_request(program: Program, outputs: Iterable[str], inputs: Iterable[str],

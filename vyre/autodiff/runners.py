@@ -26,7 +26,7 @@ from ..driver.arrays import ArrayKind, first_kind
 from ..driver.geometry import Grid, default_grid, grid3, launch_grid
 from ..errors import AutodiffError
 from ..ir.program import Program
-from .checks import as_names, as_program
+from .checks import as_names, as_program, scalar_inputs
 from .forward import TANGENT_PREFIX, jvp_program
 from .fused import LOSS_PREFIX, loss_program, partial_count
 from .reverse import GRAD_PREFIX, STORED_PREFIX, grad
@@ -149,6 +149,7 @@ def vjp(program: Program | Tape, inputs: Mapping[str, Any], cotangents: Mapping[
 
         return _t.vjp(tape, inputs, cotangents, as_names(wrt, "wrt"), backend=backend, grid=grid, dim=dim)
     program, wrt = as_program(program), as_names(wrt, "wrt")
+    inputs = scalar_inputs(program, inputs)
     grid = launch_grid(program, grid, dim)
     g3 = forward_grid(program, inputs, grid)
     back = cached_grad(program, tuple(cotangents), tuple(wrt), g3[1:] == (1, 1))
@@ -190,6 +191,7 @@ def run_forward(program: Program | Tape, inputs: Mapping[str, Any], *,
 
         return _t.run_forward(tape, inputs, backend=backend, grid=grid, dim=dim)
     program = as_program(program)
+    inputs = scalar_inputs(program, inputs)
     grid = launch_grid(program, grid, dim)
     kind = input_kind(inputs)
     res = run_program(program, _forward_args(program, inputs, kind), backend=backend,
@@ -217,6 +219,7 @@ def value_and_grad(program: Program | Tape, inputs: Mapping[str, Any],
         return _t.value_and_grad(tape, inputs, _one(output), as_names(wrt, "wrt"),
                                  cotangent=cotangent, backend=backend, grid=grid, dim=dim)
     program, wrt, output = as_program(program), as_names(wrt, "wrt"), _one(output)
+    inputs = scalar_inputs(program, inputs)
     grid = launch_grid(program, grid, dim)
     if cotangent is None:
         return _fused_value_and_grad(program, inputs, output, wrt, backend=backend, grid=grid)
@@ -237,6 +240,7 @@ def jvp(program: Program | Tape, inputs: Mapping[str, Any], tangents: Mapping[st
         return _t.jvp(tape, inputs, tangents, backend=backend, grid=grid, dim=dim,
                       outputs=None if outputs is None else as_names(outputs, "outputs"))
     program = as_program(program)
+    inputs = scalar_inputs(program, inputs)
     grid = launch_grid(program, grid, dim)
     tp = jvp_program(program, list(tangents), None if outputs is None else as_names(outputs, "outputs"))
     g3 = forward_grid(program, inputs, grid)
@@ -277,6 +281,7 @@ def hvp(program: Program | Tape, inputs: Mapping[str, Any], output: str | Sequen
         return _t.hvp(tape, inputs, _one(output), as_names(wrt, "wrt"), vectors,
                       cotangent=cotangent, backend=backend, grid=grid, dim=dim)
     program, wrt, output = as_program(program), as_names(wrt, "wrt"), _one(output)
+    inputs = scalar_inputs(program, inputs)
     grid = launch_grid(program, grid, dim)
     g3 = forward_grid(program, inputs, grid)
     back = cached_grad(program, (output,), tuple(wrt), g3[1:] == (1, 1))

@@ -115,11 +115,21 @@ def _conv(t: DataType) -> str:
     return "boolean" if t is DataType.BOOL else t.short
 
 
-_ARITH_FOLD: dict[BinOpKind, Callable[[int | float, int | float], int | float]] = {
+# Folding of integer constants (``TILE // 2``). + - * agree with the IR's wrapping arithmetic
+# whenever the folded value fits the type it is built in (arithmetic mod 2^32); division and
+# remainder only when both sides are in [0, 2^31), where truncation and flooring agree in both
+# integer types.
+_ARITH_FOLD: dict[BinOpKind, Callable[[int, int], int | None]] = {
     BinOpKind.ADD: lambda a, b: a + b,
     BinOpKind.SUB: lambda a, b: a - b,
     BinOpKind.MUL: lambda a, b: a * b,
+    BinOpKind.DIV: lambda a, b: a // b if 0 <= a < 2**31 and 0 < b < 2**31 else None,
+    BinOpKind.MOD: lambda a, b: a % b if 0 <= a < 2**31 and 0 < b < 2**31 else None,
 }
+
+
+def _fits(v: int, t: DataType) -> bool:
+    return (-(2**31) <= v < 2**31) if t is DataType.I32 else (t is DataType.U32 and 0 <= v < 2**32)
 
 _OP_FIX: dict[str, str] = {
     "bool": "compare first (x != 0), or convert with vyre.u32(cond)",
@@ -142,12 +152,14 @@ def binary(op: BinOpKind, a: Value, b: Value, op_name: str) -> Value:
     rule = BINOP_RULES[op]
     if isinstance(a, Weak) and isinstance(b, Weak) and rule.result is None:
         kind = float if float in (a.kind, b.kind) else int
-        fold = _ARITH_FOLD.get(op)
-        value = fold(a.value, b.value) if fold and a.value is not None and b.value is not None else None
+        fold = _ARITH_FOLD.get(op) if kind is int else None
+        value = fold(int(a.value), int(b.value)) if fold and a.value is not None and b.value is not None else None
         neg = value < 0 if value is not None else (a.negative or b.negative)
         wa, wb = a, b
 
         def build(t: DataType) -> Expr:
+            if value is not None and _fits(int(value), t):
+                return literal(value, t)
             return BinOp(op, typed(wa, t).expr, typed(wb, t).expr)
 
         probe = typed(Weak(kind, build, value, neg))  # type-check now, in the default type
