@@ -430,6 +430,220 @@ def histogram():
 
 
 @section
+def device_runners():
+    """Gradients on the device: runners on CuPy / PyTorch / JAX arrays, the value_and_grad handle, PyTorch
+    tensors on the cached launch, vyre.torch.function on CUDA, CUDA graphs"""
+    import cupy as cp
+    import torch
+
+    import vyre
+    import vyre.torch as vt
+    from vyre.autodiff import check_grad, grad, hvp, jvp, promote_f64, run_forward, value_and_grad
+    from vyre.autodiff import value_and_grad_fn, vjp
+    from vyre.examples import fused_chain, matvec
+
+    res: dict[str, object] = {}
+    prog = fused_chain()
+
+    def ref_grads(x, y):
+        ex = cp.exp(x.astype(cp.float64))
+        return ex * y + cp.sin(x) + x * cp.cos(x), ex, float((ex * y + cp.sin(x) * x).sum())
+
+    def close(a, b, tol=1e-4):
+        a, b = cp.asarray(a, dtype=cp.float64), cp.asarray(b, dtype=cp.float64)
+        return float(cp.max(cp.abs(a - b) / cp.maximum(1, cp.abs(b)))) < tol
+
+    # 1. one-off runners on CuPy, PyTorch CUDA and numba device arrays: results of the caller's kind
+    n = 1 << 20
+    x = cp.random.standard_normal(n, dtype=cp.float32)
+    y = cp.random.standard_normal(n, dtype=cp.float32)
+    gx_ref, gy_ref, loss_ref = ref_grads(x, y)
+    kinds = {"cupy": (lambda a: a), "torch": (lambda a: torch.as_tensor(a, device="cuda")),
+             "numba": (lambda a: __import__("numba").cuda.as_cuda_array(a))}
+    for name, conv in kinds.items():
+        args = {"x": conv(x), "y": conv(y), "out": conv(cp.zeros(n, cp.float32))}
+        loss, g = value_and_grad(prog, args, "out", ["x", "y"], backend="cuda")
+        assert type(g["x"]) is type(args["x"]), f"{name}: gradient came back as {type(g['x'])}"
+        assert close(cp.asarray(g["x"]), gx_ref) and close(cp.asarray(g["y"]), gy_ref), f"{name}: wrong gradient"
+        assert abs(float(loss) - loss_ref) <= 1e-4 * abs(loss_ref), f"{name}: loss {float(loss)} vs {loss_ref}"
+        cot = conv(cp.ones(n, cp.float32))
+        gv = vjp(prog, args, {"out": cot}, ["x"], backend="cuda")["x"]
+        assert close(cp.asarray(gv), gx_ref), f"{name}: vjp"
+        _, t = jvp(prog, args, {"x": conv(cp.ones(n, cp.float32))}, backend="cuda")
+        assert close(cp.asarray(t["out"]), gx_ref), f"{name}: jvp"
+        h = hvp(prog, args, "out", ["y"], {"y": conv(cp.ones(n, cp.float32))}, backend="cuda")["y"]
+        assert float(cp.max(cp.abs(cp.asarray(h)))) == 0.0, f"{name}: hvp (d2/dy2 = 0)"
+        assert run_forward(prog, args, backend="cuda")["out"] is not args["out"]
+    small = {"x": x[:64], "y": y[:64], "out": cp.zeros(64, cp.float32)}
+    check_grad(prog, small, ["x", "y"], backend="cuda")
+    print("runners on CuPy, PyTorch CUDA and numba device arrays: results of the caller's kind, checked")
+    # JAX through DLPack / its array interface (read-only inputs; outputs written into CuPy arrays)
+    try:
+        import jax.numpy as jnp
+
+        jx, jy = jnp.asarray(cp.asnumpy(x[:4096])), jnp.asarray(cp.asnumpy(y[:4096]))
+        out = cp.zeros(4096, cp.float32)
+        vyre.dispatch(prog, {"x": jx, "y": jy, "out": out}, backend="cuda")
+        assert close(out, cp.exp(x[:4096]) * y[:4096] + cp.sin(x[:4096]) * x[:4096])
+        loss, g = value_and_grad(prog, {"x": jx, "y": jy, "out": jnp.zeros(4096, jnp.float32)}, "out", ["x"],
+                                 backend="cuda")
+        assert type(g["x"]).__module__.startswith("jax"), type(g["x"])
+        assert close(cp.asarray(g["x"]), gx_ref[:4096]), "jax gradient"
+        print("JAX arrays: dispatch and value_and_grad, checked")
+        res["jax"] = "ok"
+    except Exception as e:
+        print(f"JAX: FAILED {type(e).__name__}: {e}")
+        res["jax"] = f"FAILED {e}"
+
+    # 2. the handle: 2^26 device time vs the bare fused kernel; 2^10 host time per call
+    def handle_case(n: int) -> None:
+        x = cp.random.standard_normal(n, dtype=cp.float32)
+        y = cp.random.standard_normal(n, dtype=cp.float32)
+        args = {"x": x, "y": y, "out": cp.zeros(n, cp.float32)}
+        vg = value_and_grad_fn(prog, "out", ["x", "y"], backend="cuda")
+        loss, g = vg(args)
+        gx_ref, gy_ref, loss_ref = ref_grads(x, y)
+        assert close(g["x"], gx_ref) and close(g["y"], gy_ref) and abs(float(loss) - loss_ref) <= 1e-4 * abs(loss_ref)
+        loss2, g2 = vg(args)
+        assert g2["x"] is g["x"] and abs(float(loss2) - float(loss)) <= 1e-9 * abs(float(loss))
+        fused = grad(prog, ["out"], ["x", "y"], accumulate=False, with_value=True, unit_cotangent=True)
+        fz = {"x": x, "y": y, "out": cp.empty_like(x), "grad_x": cp.empty_like(x), "grad_y": cp.empty_like(x)}
+        vyre.dispatch(fused, fz, backend="cuda")
+        if n > 4096:
+            t_h = cuda_time(lambda: vg(args))
+            t_k = cuda_time(lambda: vyre.dispatch(fused, fz, backend="cuda"))
+            t_ks = cuda_time(lambda: (vyre.dispatch(fused, fz, backend="cuda"), fz["out"].sum()))
+            print(f"handle at 2^26: {t_h * 1e3:.3f} ms vs bare fused kernel {t_k * 1e3:.3f} ms "
+                  f"({t_h / t_k:.3f}x); fused kernel + cp.sum {t_ks * 1e3:.3f} ms ({t_ks / t_k:.3f}x)")
+            res["handle_2_26"] = {"handle_ms": t_h * 1e3, "kernel_ms": t_k * 1e3, "kernel_sum_ms": t_ks * 1e3}
+        else:
+            h_h = host_time_per_call(lambda: vg(args), n=5000)
+            h_k = host_time_per_call(lambda: vyre.dispatch(fused, fz, backend="cuda"), n=5000)
+            print(f"handle at 2^10: {h_h * 1e6:.2f} us host per call (bare fused dispatch {h_k * 1e6:.2f} us)")
+            res["handle_2_10_us"] = {"handle": h_h * 1e6, "dispatch": h_k * 1e6}
+
+    handle_case(1 << 26)
+    handle_case(1 << 10)
+
+    # 3. PyTorch CUDA tensors on the cached launch; torch's current stream
+    from vyre.ir import F32, Program, buflen, gid, if_, let, output, read, store, var
+
+    a_, b_, o_ = read("a", 0, F32), read("b", 1, F32), output("o", 2, F32)
+    i = var("i")
+    add = Program.wrapped([a_, b_, o_], 256, [let("i", gid()), if_(i.lt(buflen(o_)), [store(o_, i, a_[i] + b_[i])])])
+    n = 1024
+    ta, tb, to = torch.ones(n, device="cuda"), torch.ones(n, device="cuda"), torch.zeros(n, device="cuda")
+    ca, cb, co = cp.ones(n, cp.float32), cp.ones(n, cp.float32), cp.zeros(n, cp.float32)
+    targs, cargs = {"a": ta, "b": tb, "o": to}, {"a": ca, "b": cb, "o": co}
+    vyre.dispatch(add, targs, backend="cuda")
+    vyre.dispatch(add, targs, backend="cuda")
+    from vyre.driver.dispatch import _by_identity
+
+    assert _by_identity[(id(add), "cuda")][1]._fast is not None, "torch tensors did not take the cached launch"
+    assert float(to[3]) == 2.0
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):  # a dependent chain on a side stream: vyre must run on s, in order
+        for _ in range(50):
+            ta.add_(1.0)
+            vyre.dispatch(add, targs, backend="cuda")
+            tb.copy_(to)
+    s.synchronize()
+    # a = 1 + (k + 1), o = a + b, b = o: b ends at 1 + sum_{k<50} (k + 2) = 1326
+    assert float(to[0]) == float(tb[0]) == 1326.0 and float(ta[0]) == 51.0, (float(to[0]), float(ta[0]))
+    print(f"PyTorch tensors: cached launch taken; on torch.cuda.stream(s) the chain stays ordered "
+          f"(o = {float(to[0])})")
+    ta.fill_(1.0), tb.fill_(1.0)
+    vyre.dispatch(add, cargs, backend="cuda")
+    vyre.dispatch(add, cargs, backend="cuda")
+    samples = {"torch": [], "cupy": []}
+    for _ in range(5):
+        samples["torch"].append(host_time_per_call(lambda: vyre.dispatch(add, targs, backend="cuda"), n=10000))
+        samples["cupy"].append(host_time_per_call(lambda: vyre.dispatch(add, cargs, backend="cuda"), n=10000))
+    t_t, t_c = (statistics.median(v) for v in samples.values())
+    print(f"vyre.dispatch host time per call: PyTorch tensors {t_t * 1e6:.2f} us, CuPy arrays {t_c * 1e6:.2f} us "
+          f"({t_t / t_c:.2f}x)")
+    res["dispatch_us"] = {"torch": t_t * 1e6, "cupy": t_c * 1e6}
+
+    # 4. vyre.torch.function on CUDA: gradcheck in float64, torch.compile (inductor) without graph breaks
+    f = vt.function(promote_f64(prog), inputs=["x", "y"], outputs=["out"])
+    xs = torch.rand(64, dtype=torch.float64, device="cuda", requires_grad=True)
+    ys = torch.rand(64, dtype=torch.float64, device="cuda", requires_grad=True)
+    assert torch.autograd.gradcheck(f, (xs, ys))
+    import torch._dynamo as dynamo
+
+    def step(a, b):
+        return (f(a, b) * 2).sum()
+
+    ex = dynamo.explain(step)(xs, ys)
+    cstep = torch.compile(step, fullgraph=True)
+    lc = cstep(xs, ys)
+    lc.backward()
+    gxc = xs.grad.clone()
+    xs.grad = None
+    step(xs, ys).backward()
+    assert torch.allclose(gxc, xs.grad) and torch.allclose(lc, step(xs, ys))
+    f32f = vt.function(prog, inputs=["x", "y"], outputs=["out"])
+    tx = torch.randn(1 << 20, device="cuda", requires_grad=True)
+    ty = torch.randn(1 << 20, device="cuda", requires_grad=True)
+    f32f(tx, ty).sum().backward()
+    tcall = host_time_per_call(lambda: f32f(tx.detach(), ty.detach()), n=2000)
+    print(f"vyre.torch.function on CUDA: gradcheck (f64) passes; torch.compile(fullgraph=True, inductor): "
+          f"{ex.graph_count} graph, {ex.graph_break_count} breaks, same gradients; forward call "
+          f"{tcall * 1e6:.1f} us host")
+    res["torch_function"] = {"graph_breaks": ex.graph_break_count, "call_us": tcall * 1e6}
+
+    # 5. CUDA graphs: value_and_grad_fn (zero fill + fused kernel) + an update kernel, replayed
+    m_prog = matvec()
+    rows, cols = 256, 64
+    m = cp.random.standard_normal(rows * cols, dtype=cp.float32)
+    v = cp.random.standard_normal(cols, dtype=cp.float32)
+    margs = {"m": m, "v": v, "out": cp.zeros(rows, cp.float32)}
+    vg = value_and_grad_fn(m_prog, "out", ["v"], backend="cuda")
+    from vyre.ir import read_write
+
+    w_, g_ = read_write("v", 0, F32), read("g", 1, F32)
+    upd = Program.wrapped([w_, g_], 64, [let("i", gid()), if_(i.lt(buflen(w_)), [store(w_, i, w_[i] - g_[i] * 0.001)])])
+    _, g = vg(margs)
+    uargs = {"v": v, "g": g["v"]}
+    for _ in range(3):
+        vg(margs)
+        vyre.dispatch(upd, uargs, backend="cuda")
+    v0 = v.copy()
+    with vyre.graph.capture() as gr:
+        vg(margs)
+        vyre.dispatch(upd, uargs, backend="cuda")
+    assert bool((v == v0).all()), "capture ran something"
+    for _ in range(10):
+        gr.replay()
+    cp.cuda.Device().synchronize()
+    v_graph = v.copy()
+    v[:] = v0
+    for _ in range(10):
+        vg(margs)
+        vyre.dispatch(upd, uargs, backend="cuda")
+    cp.cuda.Device().synchronize()
+    assert close(v_graph, v, 1e-5), "graph replay differs from eager steps"
+    h_graph = host_time_per_call(gr.replay, n=10000)
+    h_eager = host_time_per_call(lambda: (vg(margs), vyre.dispatch(upd, uargs, backend="cuda")), n=5000)
+    d_graph = cuda_time(gr.replay, per_sample=20)
+    print(f"CUDA graph of a step (zero fills of grad and loss partials, fused value+grad kernel, update kernel; "
+          f"{gr.kernels} nodes): replay {h_graph * 1e6:.2f} us host ({h_graph * 1e6 / 3:.2f} us per kernel), "
+          f"{d_graph * 1e6:.2f} us device; the same step eagerly {h_eager * 1e6:.2f} us host; replay == eager")
+    res["graph"] = {"replay_us": h_graph * 1e6, "eager_us": h_eager * 1e6, "nodes": gr.kernels,
+                    "device_us": d_graph * 1e6}
+    RESULTS["device_runners"] = res
+
+
+@section
+def train():
+    """Training loop on the device (bench/train_bench.py): logistic regression, 1000 steps"""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "train_bench.py")], capture_output=True, text=True)
+    print(out.stdout + out.stderr[-3000:])
+    if out.returncode:
+        raise RuntimeError("train_bench failed")
+
+
+@section
 def parity():
     """Parity on the real GPU: op tables, examples, generated programs (larger grids) vs the interpreter"""
     sys.path.insert(0, str(ROOT))
@@ -500,7 +714,7 @@ if __name__ == "__main__":
     print(f"# vyre GPU benchmarks\n\ndevice: {dev.name}, cc {dev.compute_capability}; numba {numba.__version__}; "
           f"numpy {np.__version__}; date {time.strftime('%Y-%m-%d')}")
     wanted = sys.argv[1:] or ["bandwidth", "overhead", "compile_times", "autodiff", "matvec_autodiff", "histogram",
-                              "parity"]
+                              "device_runners", "train", "parity"]
     for name in wanted:
         globals()[name]()
     out = os.environ.get("OUT")

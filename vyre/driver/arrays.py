@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import DispatchError
 from .dlpack import DL_CPU, dlpack_device, is_dlpack
-from .fast_launch import CUDA_ERROR_INVALID_CONTEXT
+from .fast_launch import CAPTURE, CUDA_ERROR_INVALID_CONTEXT
 
 
 class ArrayKind:
@@ -318,8 +318,11 @@ def device_pointer(a: Any) -> int:
 
 
 def current_stream(a: Any) -> int:
-    """The stream vyre's launches and fills use for ``a``: PyTorch's current stream for PyTorch
-    tensors (see :mod:`vyre.driver.fast_launch`), else the legacy default stream (0)."""
+    """The stream vyre's launches and fills use for ``a``: the capture stream inside
+    :func:`vyre.graph.capture`, PyTorch's current stream for PyTorch tensors (see
+    :mod:`vyre.driver.fast_launch`), else the legacy default stream (0)."""
+    if CAPTURE.stream is not None:
+        return CAPTURE.stream
     if type(a).__module__.startswith("torch"):
         from .fast_launch import torch_stream
 

@@ -17,7 +17,7 @@ from .bind import (
 from .devices import current_device, inputs_device, on_device
 from .coverage import check_id_lengths
 from .dlpack import DL_CPU, device_view, dlpack_device, is_dlpack, is_immutable
-from .fast_launch import launch_stream, make_fast_launch
+from .fast_launch import CAPTURE, launch_stream, make_fast_launch
 from .geometry import flat_invocations, grid3
 from .policy import choose_launch
 
@@ -118,6 +118,12 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
         done = fast(inputs)
         if done is not None:
             return done
+    if CAPTURE.stream is not None:
+        raise DispatchError(f"a dispatch of a {len(kernel.program.entry)}-statement program inside "
+                            "vyre.graph.capture cannot take the cached launch (first call of this kernel, "
+                            "other arrays or grid than its last call, or the tuner still choosing its launch), "
+                            "and only the cached launch can be captured. Fix: run the step once (or a few "
+                            "times) with these very arrays before capturing")
     for name, obj in inputs.items():  # before anything reads a tensor's __cuda_array_interface__
         if type(obj).__module__.startswith("torch"):
             _check_torch(kernel.program.buffer(name) if isinstance(name, str) and name in kernel.binder.names
