@@ -115,7 +115,8 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27) -> None:
     rows = []
     for label, devs in (("1 GPU", [0]), (f"{ngpu} GPUs", list(range(ngpu)))):
         dx, dy = on_devices(devs)
-        got, want = dask.compute(total(vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda")),
+        got, want = dask.compute(vyre.dask.reduce("sum", vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out",
+                                                                              backend="cuda"), backend="cuda"),
                                  total(da.map_blocks(cupy_chain, dx, dy, dtype=np.float32)), scheduler="threads")
         ref = 0.0
         for part_x, part_y in zip(dx.blocks, dy.blocks, strict=True):  # one chunk at a time, on its GPU
@@ -125,7 +126,8 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27) -> None:
         for name, val in (("vyre", got), ("CuPy-on-Dask", want)):
             assert abs(float(val) - ref) <= 1e-4 * abs(ref), f"{label}: {name} {float(val)} vs float64 {ref}"
         print(f"{label}: sum {float(got):.6e} (float64 reference {ref:.6e})")
-        t_vyre = timed(lambda dx=dx, dy=dy: total(vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda")))
+        t_vyre = timed(lambda dx=dx, dy=dy: vyre.dask.reduce(
+            "sum", vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda"), backend="cuda"))
         t_cupy = timed(lambda dx=dx, dy=dy: total(da.map_blocks(cupy_chain, dx, dy, dtype=np.float32)))
         rows.append((label, t_vyre, t_cupy))
     gb = 3 * 4 * n / 1e9  # x, y read, out written

@@ -182,6 +182,38 @@ def test_fixed_count_output_is_refused() -> None:
         vyre.dask.map_blocks(block_sum(), {"x": da.zeros(10, chunks=5, dtype=np.float32)}, "out")
 
 
+@settings(max_examples=15, deadline=None)
+@given(chunks_1d, st.sampled_from(["sum", "max", "min"]), st.sampled_from([np.float32, np.float64]),
+       st.integers(0, 2**32 - 1))
+def test_reduce_matches_the_whole_array(spec: tuple[int, list[int]], op: str, dtype: type, seed: int) -> None:
+    import math
+
+    n, cuts = spec
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n) * 100).astype(dtype)
+    got = vyre.dask.reduce(op, da.from_array(x, chunks=(_uneven(n, cuts),)), backend="cpu").compute()
+    assert got.dtype == dtype
+    if op == "sum":
+        exact = math.fsum(x.astype(np.float64))
+        bound = n * float(np.finfo(dtype).eps) * float(np.abs(x.astype(np.float64)).sum()) + abs(exact) * 1e-7
+        assert abs(float(got) - exact) <= bound
+    else:
+        assert got == getattr(np, op)(x)
+
+
+def test_reduce_errors() -> None:
+    x = da.zeros(0, chunks=1, dtype=np.float32)
+    assert float(vyre.dask.reduce("sum", x, backend="cpu").compute()) == 0.0
+    with pytest.raises(DispatchError, match="empty array has no value"):
+        vyre.dask.reduce("max", x)
+    with pytest.raises(DispatchError, match="unknown reduction"):
+        vyre.dask.reduce("prod", da.ones(3, chunks=1))
+    with pytest.raises(DispatchError, match="float32 and float64"):
+        vyre.dask.reduce("sum", da.ones(3, chunks=1, dtype=np.uint32))
+    with pytest.raises(DispatchError, match="expected a dask array"):
+        vyre.dask.reduce("sum", np.ones(3))
+
+
 def test_distributed_two_worker_processes(tmp_path) -> None:
     """A LocalCluster of 2 worker processes, uneven chunks: exact integers, float tolerance, a
     halo, and the program shipped as wire bytes (no pickled Program)."""

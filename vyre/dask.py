@@ -1,6 +1,5 @@
 """vyre over Dask: run a program on every chunk of dask arrays (NumPy chunks on the CPU backend,
-CuPy chunks on CUDA), with halos for stencils, gradients over chunked data; reductions
-once vyre.ops exists.
+CuPy chunks on CUDA), with halos for stencils, gradients over chunked data, and reductions.
 
 vyre builds no scheduler of its own: Dask (threads, ``dask.distributed`` processes, or a cluster)
 decides where each chunk runs. Programs travel to the workers as their wire format
@@ -32,7 +31,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("vyre.dask needs Dask. Fix: pip install 'vyre[dask]' (or dask[array])") from e
 
-__all__ = ["map_blocks", "map_overlap", "value_and_grad"]
+__all__ = ["map_blocks", "map_overlap", "reduce", "value_and_grad"]
 
 DimFn = Callable[[tuple[int, ...]], Sequence[int]]
 
@@ -228,6 +227,46 @@ def map_overlap(program: Any, inputs: Mapping[str, Any], output: str, *, depth: 
     dt = p.buffer(output).element.np_dtype
     return da.map_overlap(fn, *arrays, depth=depth, boundary=boundary, trim=True, dtype=dt,
                           meta=_meta(arrays[0], dt), align_arrays=True)
+
+
+_REDUCTIONS = ("sum", "max", "min")
+
+
+def _reduce_chunk(op: str, backend: str | None, chunk: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """One chunk's partial: the whole chunk reduced by a ``vyre.ops`` kernel, brought to the host
+    (float partials widened to f64 for the combine)."""
+    from . import ops
+
+    r = getattr(ops, op)(_contiguous(chunk).reshape(-1), backend=backend)
+    host = np.asarray(r.get() if hasattr(r, "get") else r)
+    wide = host.astype(np.float64) if host.dtype.kind == "f" else host
+    return wide.reshape((1,) * chunk.ndim) if keepdims else wide
+
+
+def _combine(op: str, result: np.dtype, parts: Any, axis: Any = None, keepdims: bool = False,
+             **_dask_options: Any) -> Any:
+    fn = {"sum": np.sum, "max": np.max, "min": np.min}[op]
+    return fn(parts, axis=axis, keepdims=keepdims).astype(result)
+
+
+def reduce(op: str, x: Any, *, backend: str | None = None, split_every: int | None = None) -> Any:
+    """``sum``, ``max`` or ``min`` of a whole dask array: a :mod:`vyre.ops` kernel per chunk, then
+    Dask's tree combine of the partials on the host (``split_every`` as in
+    ``dask.array.reduction``). Returns a 0-d dask array of ``x``'s dtype. Float partials are combined
+    in f64, so a sum's error is vyre.ops' per-chunk bound plus one final rounding; max and min follow
+    vyre.ops' NaN rule (a NaN anywhere gives NaN)."""
+    if op not in _REDUCTIONS:
+        raise DispatchError(f"unknown reduction {op!r}. Fix: use one of {list(_REDUCTIONS)}")
+    if not _is_dask(x):
+        raise DispatchError(f"expected a dask array, got {type(x).__name__}. Fix: da.from_array(x, chunks=...)")
+    if np.dtype(x.dtype) not in (np.float32, np.float64):
+        raise DispatchError(f"vyre.ops reduces float32 and float64 arrays, this one is {x.dtype}. "
+                            "Fix: x.astype(np.float32) (or reduce integers with dask's own x.sum())")
+    if x.size == 0 and op != "sum":
+        raise DispatchError(f"{op} of an empty array has no value. Fix: reduce a non-empty array")
+    dt = np.dtype(x.dtype)
+    return da.reduction(x, functools.partial(_reduce_chunk, op, backend), functools.partial(_combine, op, dt),
+                        dtype=dt, split_every=split_every, concatenate=True, meta=np.empty((), dt))
 
 
 def _grad_chunk(wire: bytes, chunked: tuple[str, ...], output: str, wrt: tuple[str, ...],
