@@ -12,7 +12,7 @@ For each kernel (fused_chain, saxpy, matvec and the backward of fused_chain from
    number of measurements until the first good one, the final pick's true latency over the best
    (mean and worst), and the measurements used. The natural-gradient replays use the float64
    reference for ``F^{-1/2}`` and the product (same algorithm, fast).
-3. **Real runs.** ``vyre.driver.autotune.tune`` in ON mode and in natural-gradient mode (whose
+3. **Real runs.** ``vyre.tuning.autotune.tune`` in ON mode and in natural-gradient mode (whose
    ``F^{-1/2}`` and product are vyre IR programs dispatched on the same backend), timed end to end.
 
 Prints markdown; ``--record`` appends it to BENCHMARKS.md under "Autotuner".
@@ -38,10 +38,10 @@ import numpy as np
 
 from vyre.autodiff import grad
 from vyre.cli import random_inputs
-from vyre.driver import autotune
-from vyre.driver.autotune import Harness, Launch
+from vyre.tuning import autotune
+from vyre.tuning.autotune import Harness, Launch
 from vyre.driver.dispatch import compile as vcompile
-from vyre.driver.tuner import (
+from vyre.tuning.tuner import (
     CallableTimer, ExhaustiveSearch, FisherKind, NaturalGradientSearch, RandomSearch, SearchResult,
     log2_candidates,
 )

@@ -1,4 +1,4 @@
-"""The autotuner wired into dispatch (vyre.driver.autotune), on the CPU backend; the CUDA code path
+"""The autotuner wired into dispatch (vyre.tuning.autotune), on the CPU backend; the CUDA code path
 in numba's simulator (a child process)."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 import vyre
-from vyre.driver import autotune
+from vyre.tuning import autotune
 from vyre.driver import dispatch as vdispatch
-from vyre.driver.autotune import (
+from vyre.tuning.autotune import (
     CPU_UNIT, MIN_TUNE_INVOCATIONS, AutotuneWarning, DecisionSource, Launch, candidates,
 )
-from vyre.driver.tuner import Q16_ONE, MAX_LAUNCH_INVOCATIONS, TunerCache, precondition_q16
+from vyre.tuning.tuner import Q16_ONE, MAX_LAUNCH_INVOCATIONS, TunerCache, precondition_q16
 from vyre.errors import TunerError
 from vyre.examples import fused_chain, histogram, saxpy
 from vyre.ir import Program
@@ -310,7 +310,7 @@ def test_ir_apply_agrees_with_the_seed_product() -> None:
 
 _CHILD = """
 import json, numpy as np, vyre
-from vyre.driver import autotune
+from vyre.tuning import autotune
 from vyre.examples import saxpy
 n = {n}
 x = np.ones(n, np.float32)
@@ -350,7 +350,7 @@ def test_cache_files_of_launch_decisions_load_with_the_launch_limit(tmp_path: Pa
 
 _SIM = """
 import json, numpy as np
-from vyre.driver import autotune
+from vyre.tuning import autotune
 from vyre.driver.dispatch import compile
 from vyre.examples import fused_chain, histogram
 from vyre.settings import Mode

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from vyre import cli
-from vyre.driver import autotune
-from vyre.driver.autotune import DecisionSource, Launch, TuneOutcome
+from vyre.tuning import autotune
+from vyre.tuning.autotune import DecisionSource, Launch, TuneOutcome
 from vyre.examples import fused_chain
 from vyre.settings import Mode
 

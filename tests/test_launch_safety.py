@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import vyre
 from vyre.autodiff import value_and_grad
 from vyre.driver.coverage import LaunchWarning, coverage
-from vyre.driver.policy import launch_policy, set_launch_policy
+from vyre.driver.launch_policy import launch_policy, set_launch_policy
 from vyre.errors import DispatchError, InterpError
 from vyre.examples import block_sum, fused_chain, histogram, saxpy, subgroup_sum
 from vyre.interp import run as interp_run

@@ -15,7 +15,7 @@ from vyre.primitives import (
     ConvergenceError, PrimitiveError, inv_sqrt_eigh, matmul_program, newton_schulz_inv_sqrt,
     newton_schulz_inv_sqrt_reference, newton_schulz_t_program,
 )
-from vyre.self_substrate import DriverDispatcher
+from vyre.primitives import driver_runner
 
 # The simulator runs in its own process (NUMBA_ENABLE_CUDASIM=1); a real GPU with VYRE_TEST_CUDA=1.
 BACKENDS = (["interp", "cpu"] + (["cudasim"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
@@ -85,7 +85,7 @@ def test_reference_inverts_the_square_root(n: int, seed: int, cond: float) -> No
 @settings(max_examples=6, deadline=None)
 def test_dispatched_iteration_gives_z_m_z_identity(backend: str, n: int, seed: int, cond: float) -> None:
     m = spd(n, seed, cond)
-    z = newton_schulz_inv_sqrt(m, dispatcher=DriverDispatcher(backend))
+    z = newton_schulz_inv_sqrt(m, run=driver_runner(backend))
     np.testing.assert_allclose(z @ m @ z, np.eye(n), atol=2e-3)
     exact = inv_sqrt_eigh(m)
     np.testing.assert_allclose(z, exact, atol=2e-3 * np.abs(exact).max())
@@ -93,7 +93,7 @@ def test_dispatched_iteration_gives_z_m_z_identity(backend: str, n: int, seed: i
 
 def test_f64_iteration_on_the_interpreter_is_tight() -> None:
     m = spd(3, 5, 1e3)
-    z = newton_schulz_inv_sqrt(m, dtype=F64, dispatcher=DriverDispatcher("interp"))
+    z = newton_schulz_inv_sqrt(m, dtype=F64, run=driver_runner("interp"))
     np.testing.assert_allclose(z @ m @ z, np.eye(3), atol=1e-8)
 
 
@@ -107,7 +107,7 @@ def test_bad_matrices_are_rejected(bad: np.ndarray, match: str) -> None:
     with pytest.raises(PrimitiveError, match=match):
         newton_schulz_inv_sqrt_reference(bad)
     with pytest.raises(PrimitiveError, match="Fix:"):
-        newton_schulz_inv_sqrt(bad, dispatcher=DriverDispatcher("interp"))
+        newton_schulz_inv_sqrt(bad, run=driver_runner("interp"))
 
 
 def test_indefinite_matrix_reports_instead_of_returning_garbage() -> None:
@@ -116,7 +116,7 @@ def test_indefinite_matrix_reports_instead_of_returning_garbage() -> None:
         newton_schulz_inv_sqrt_reference(m)
     assert info.value.iterations >= 1
     with pytest.raises(ConvergenceError, match="Fix:"):
-        newton_schulz_inv_sqrt(m, dispatcher=DriverDispatcher("interp"))
+        newton_schulz_inv_sqrt(m, run=driver_runner("interp"))
 
 
 def test_too_few_iterations_is_a_convergence_error() -> None:
@@ -130,4 +130,4 @@ def test_too_few_iterations_is_a_convergence_error() -> None:
 
 def test_f32_cannot_reach_an_f64_tolerance_on_an_ill_conditioned_matrix() -> None:
     with pytest.raises(ConvergenceError, match="dtype=F64"):
-        newton_schulz_inv_sqrt(spd(3, 4, 1e5), tol=1e-9, dispatcher=DriverDispatcher("interp"))
+        newton_schulz_inv_sqrt(spd(3, 4, 1e5), tol=1e-9, run=driver_runner("interp"))

@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vyre.driver import timers
-from vyre.driver.tuner import (
+from vyre.tuning import timers
+from vyre.tuning.tuner import (
     DEFAULT_1D_WORKGROUP_SIZE, Q16_ONE, WORKGROUP_CANDIDATES, CallableTimer, DefaultPolicy,
     ExhaustiveSearch, FisherKind, LatencyPrior, Mode, NaturalGradientPolicy, NaturalGradientSearch,
     NaturalGradientTuningError, NaturalGradientTuningErrorKind, PerfCounterTimer, RandomSearch,
     SafeTimer, SearchCandidate, SearchResult, Tuner, TunerCacheWarning, TunerFeedback,
     TuningMeasurement, candidates_for, estimate_fisher, fisher_inv_sqrt_q16, fit_latency_model,
-    identity_fisher_q16, log2_candidates, newton_schulz_inv_sqrt, precondition_q16,
+    identity_fisher_q16, log2_candidates, reference_inv_sqrt, precondition_q16,
 )
 from vyre.errors import TunerError
 
@@ -223,14 +223,14 @@ def test_newton_schulz_matches_eigendecomposition(n: int, seed: int) -> None:
     spd = a @ a.T + 0.05 * np.eye(n)
     w, v = np.linalg.eigh(spd)
     want = (v / np.sqrt(w)) @ v.T
-    np.testing.assert_allclose(newton_schulz_inv_sqrt(spd), want, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(reference_inv_sqrt(spd), want, rtol=1e-7, atol=1e-9)
 
 
 def test_newton_schulz_rejects_non_spd() -> None:
     with pytest.raises(TunerError, match="Fix:"):
-        newton_schulz_inv_sqrt(np.array([[1.0, 0.0], [0.0, -1.0]]))
+        reference_inv_sqrt(np.array([[1.0, 0.0], [0.0, -1.0]]))
     with pytest.raises(TunerError, match="Fix:"):
-        newton_schulz_inv_sqrt(np.zeros((2, 3)))
+        reference_inv_sqrt(np.zeros((2, 3)))
 
 
 def test_fisher_without_features_is_diagonal_prior_plus_observation_information() -> None:
@@ -245,7 +245,7 @@ def test_fisher_with_features_is_spd_and_couples_neighbours() -> None:
     samples = [[5_000.0, 5_200.0], [], [4_000.0], [], [], [9_000.0]]
     f = estimate_fisher(samples, feats)
     assert np.allclose(f, f.T) and np.linalg.eigvalsh(f).min() > 0
-    s = newton_schulz_inv_sqrt(f)
+    s = reference_inv_sqrt(f)
     cov = s @ s
     assert cov[1, 2] > 20 * abs(cov[1, 5])  # correlated with its neighbour, not with a far candidate
     assert cov[1, 1] > cov[2, 2]  # measured candidates are more certain
@@ -254,7 +254,7 @@ def test_fisher_with_features_is_spd_and_couples_neighbours() -> None:
 def test_posterior_mean_interpolates_between_measured_neighbours() -> None:
     cands = log2_candidates([(w,) for w in WORKGROUP_CANDIDATES])
     model = fit_latency_model([[1_000.0], [], [4_000.0], [], [], []], [c.features for c in cands])
-    mu = np.exp(model.posterior_log_latency(newton_schulz_inv_sqrt(model.fisher)))
+    mu = np.exp(model.posterior_log_latency(reference_inv_sqrt(model.fisher)))
     assert 1_000 < mu[1] < 4_000
 
 
@@ -374,7 +374,7 @@ def test_search_uses_injected_matrix_functions() -> None:
 
     def inv_sqrt(m: np.ndarray) -> np.ndarray:
         used["inv_sqrt"] += 1
-        return newton_schulz_inv_sqrt(m)
+        return reference_inv_sqrt(m)
 
     def apply(m, g, n):  # type: ignore[no-untyped-def]
         used["apply"] += 1
@@ -493,7 +493,7 @@ def test_cuda_event_timer_against_the_numba_simulator() -> None:
     code = (
         "import numpy as np\n"
         "from numba import cuda\n"
-        "from vyre.driver.timers import CudaEventTimer\n"
+        "from vyre.tuning.timers import CudaEventTimer\n"
         "@cuda.jit\n"
         "def k(a):\n"
         "    i = cuda.grid(1)\n"

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vyre.driver import tuner_cache
-from vyre.driver.tuner import Tuner, adapter_file_stem
-from vyre.driver.tuner_cache import (
+from vyre.tuning import cache as tuner_cache
+from vyre.tuning.tuner import Tuner, adapter_file_stem
+from vyre.tuning.cache import (
     MAX_TUNER_CACHE_BYTES, StaticProgramShape, TunerCache, TunerCacheWarning, TunerProgramKey,
 )
 from vyre.errors import TunerError, VyreError

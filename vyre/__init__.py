@@ -7,7 +7,7 @@ from .errors import (
     VyreError, WireError,
 )
 from .driver.dispatch import Kernel, Launch, compile, dispatch
-from .driver.policy import set_launch_policy
+from .driver.launch_policy import set_launch_policy
 from .ir import BufferAccess, BufferDecl, DataType, Program
 
 # The kernel language (vyre.frontend, docs/guide.md): decorators, Array, and what kernel bodies call.
@@ -19,12 +19,13 @@ __version__ = "0.1.0"
 
 
 def _autotuned_launch(kernel: Kernel, arrays: object, invocations: int) -> Launch | None:
-    """The launch policy until the autotuner is first needed: import it (it replaces this policy
-    with its own) and ask it. Keeps ``import vyre`` from loading the tuner."""
-    from .driver import autotune
+    """The launch policy until the autotuner is first needed: import :mod:`vyre.tuning` (which
+    installs its own policy in this one's place) and ask it. Keeps ``import vyre`` from loading
+    the tuner; ``set_launch_policy(None)`` runs every flat kernel with its default launch."""
+    from . import tuning
 
-    set_launch_policy(autotune.launch_for)
-    return autotune.launch_for(kernel, arrays, invocations)  # type: ignore[arg-type]
+    tuning.install()
+    return tuning.launch_for(kernel, arrays, invocations)  # type: ignore[arg-type]
 
 
 set_launch_policy(_autotuned_launch)

@@ -15,7 +15,7 @@ from .errors import VyreError
 from .ir import DataType, Program
 
 if TYPE_CHECKING:
-    from .driver.autotune import TuneOutcome
+    from .tuning.autotune import TuneOutcome
     from .driver.dispatch import Launch
 
 
@@ -82,8 +82,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def tuner_lines(backend: str) -> list[str]:
     """``vyre info``'s tuner cache lines for ``backend``'s adapter."""
-    from .driver.autotune import adapter_fingerprint
-    from .driver.tuner import MAX_LAUNCH_INVOCATIONS, Tuner, TunerCache
+    from .tuning.autotune import adapter_fingerprint
+    from .tuning.tuner import MAX_LAUNCH_INVOCATIONS, Tuner, TunerCache
 
     if backend not in ("cpu", "cuda", "cudasim"):
         return [f"tuner cache: none for backend {backend} (no launch knobs)"]
@@ -244,7 +244,7 @@ def _pyplot() -> Any:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .driver import autotune
+    from .tuning import autotune
     from .driver.backends import default_backend
     from .driver.dispatch import compile as vcompile
     from .settings import Mode

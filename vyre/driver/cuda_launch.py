@@ -19,7 +19,7 @@ from .coverage import check_id_lengths
 from .dlpack import DL_CPU, device_view, dlpack_device, is_dlpack, is_immutable
 from .fast_launch import CAPTURE, launch_stream, make_fast_launch
 from .geometry import flat_invocations, grid3
-from .policy import choose_launch
+from .launch_policy import choose_launch
 
 if TYPE_CHECKING:
     from .dispatch import Grid, Kernel

@@ -20,7 +20,7 @@ from .backends import check_backend, default_backend
 from .bind import BindPlan, check_names
 from .coverage import check_id_lengths
 from .geometry import Grid, default_grid, flat_invocations, grid3, is_int, launch_grid
-from .policy import choose_launch
+from .launch_policy import choose_launch
 
 # CPU dispatches of fewer invocations run the serial kernel: below this the thread pool's wake-up
 # costs more than it saves, and the parallel kernel is not even compiled until needed.
@@ -59,7 +59,7 @@ class Launch:
                                 "Fix: pass e.g. Launch(256, 4)")
         if not (1 <= self.wg <= 1024 and 1 <= self.ipt <= 4096):
             raise DispatchError(f"launch {self} is out of range (wg 1..1024, ipt 1..4096). "
-                                "Fix: pick a candidate from vyre.driver.tuner")
+                                "Fix: pick a candidate from vyre.tuning.tuner")
 
 
 @functools.lru_cache(maxsize=512)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ..ir import Node, U32, Program, fixed_mul, gid, if_, let, load, loop, output, read, store, u32, var
 from ..ir.builder import assign
 from .errors import PrimitiveError
-from .fixed import U32_LIMIT, add_u32, fmul_q16
+from .fixed import Q16_ONE, U32_LIMIT, add_u32, fmul_q16
 
 WORKGROUP = 256
 
@@ -84,4 +84,13 @@ def natural_gradient_block_apply_exact(m: Sequence[int], g: Sequence[int], n: in
         for j in range(n):
             acc = add_u32(acc, fmul_q16(m[r * n + j], g[j]))
         out.append(acc)
+    return out
+
+
+def identity_fisher_q16(n: int) -> list[int]:
+    """The row-major ``n x n`` identity in 16.16: the Fisher block that makes the natural gradient
+    the plain one (the seed's launch path always passed it)."""
+    out = [0] * (n * n)
+    for i in range(n):
+        out[i * n + i] = Q16_ONE
     return out

@@ -16,7 +16,6 @@ raises :class:`ConvergenceError` instead of returning a wrong matrix.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,9 +24,7 @@ from ..ir.builder import assign, select
 from ..ir.expr import lit
 from .errors import ConvergenceError, PrimitiveError
 from .fixed import U32_LIMIT
-
-if TYPE_CHECKING:
-    from ..self_substrate.dispatcher import OptimizerDispatcher
+from .runner import Runner, driver_runner
 
 WORKGROUP = 64
 _DEFAULT_TOL = {F32: 1e-3, F64: 1e-9}
@@ -172,33 +169,39 @@ def inv_sqrt_eigh(m: np.ndarray) -> np.ndarray:
 
 
 def newton_schulz_inv_sqrt(m: np.ndarray, *, iters: int = 100, tol: float | None = None,
-                           dtype: DataType = F32,
-                           dispatcher: OptimizerDispatcher | None = None) -> np.ndarray:
+                           dtype: DataType = F32, run: Runner | None = None) -> np.ndarray:
     """``M^{-1/2}`` (float64 array) of the SPD matrix ``m``, computed by IR programs.
 
-    Each step dispatches :func:`newton_schulz_t_program` and two :func:`matmul_program` runs in
-    ``dtype`` through ``dispatcher`` (default: ``DriverDispatcher()`` on the driver's default
+    Each step runs :func:`newton_schulz_t_program` and two :func:`matmul_program` in ``dtype``
+    through ``run`` (a :mod:`runner <vyre.primitives.runner>`; default: the driver's default
     backend). ``tol`` (default 1e-3 for f32, 1e-9 for f64) bounds ``||Z A Z - I||_max`` on the
     scaled matrix. Raises :class:`PrimitiveError` for a bad matrix and :class:`ConvergenceError`
-    when the iteration does not reach ``tol``."""
-    from ..self_substrate.dispatcher import DriverDispatcher, dispatch_arrays
-
+    when the iteration does not reach ``tol``. :func:`newton_schulz_inv_sqrt_reference` is the
+    float64 numpy version of the same iteration."""
     _check_float(dtype, "newton_schulz_inv_sqrt")
-    disp: OptimizerDispatcher = DriverDispatcher() if dispatcher is None else dispatcher
+    runner = driver_runner() if run is None else run
     n = int(np.asarray(m).shape[0]) if np.asarray(m).ndim == 2 else 0
     _check_spd_input(m)
     t_prog = newton_schulz_t_program(n, dtype)
     mm = matmul_program(n, n, n, dtype)
     nd = dtype.np_dtype
     grid = (-(-n * n // WORKGROUP), 1, 1)
-    zeros = np.zeros(n * n, dtype=nd)
     what = "newton_schulz_inv_sqrt"
+
+    def out(arrays: list[np.ndarray]) -> np.ndarray:
+        (a,) = arrays
+        a = np.asarray(a)
+        if a.shape != (n * n,) or a.dtype != nd:
+            raise PrimitiveError(f"{what}: the runner returned an array of shape {a.shape} and dtype "
+                                 f"{a.dtype}, expected ({n * n},) {nd}. Fix: the runner must return the "
+                                 "program's output buffers")
+        return a
 
     def step(y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         yf, zf = y.astype(nd).reshape(-1), z.astype(nd).reshape(-1)
-        (t,) = dispatch_arrays(disp, t_prog, [zf, yf, zeros], grid, what)
-        (y_next,) = dispatch_arrays(disp, mm, [yf, t, zeros], grid, what)
-        (z_next,) = dispatch_arrays(disp, mm, [t, zf, zeros], grid, what)
+        t = out(runner(t_prog, [zf, yf, np.zeros(n * n, nd)], grid))
+        y_next = out(runner(mm, [yf, t, np.zeros(n * n, nd)], grid))
+        z_next = out(runner(mm, [t, zf, np.zeros(n * n, nd)], grid))
         shape = (n, n)
         return (t.astype(np.float64).reshape(shape), y_next.astype(np.float64).reshape(shape),
                 z_next.astype(np.float64).reshape(shape))

@@ -1,6 +1,8 @@
 """vyre using its own primitives on its own scheduling problems.
 
-* :mod:`.dispatcher`: the byte-level :class:`OptimizerDispatcher` contract, its
+* Every program runs through one runner callable over arrays (:mod:`vyre.primitives.runner`;
+  :func:`as_runner` also adapts the seed's byte-level dispatchers).
+* :mod:`.dispatcher`: the byte-level :class:`OptimizerDispatcher` contract (compatibility), its
   :class:`OptimizerDispatchError` (kinds BadInputs / BackendError / Rejected) and
   :class:`DriverDispatcher` over ``vyre.driver.dispatch.dispatch``.
 * :mod:`.natural_gradient_autotuner`: the autotuner's Fisher-preconditioned step.
@@ -16,14 +18,14 @@ from .dispatch_buffers import (
     write_zero_bytes,
 )
 from .dispatcher import (
-    DispatchErrorKind, DriverDispatcher, OptimizerDispatcher, OptimizerDispatchError, dispatch_arrays,
-    output_decls, storage_decls,
+    DispatchErrorKind, DriverDispatcher, OptimizerDispatcher, OptimizerDispatchError, as_runner,
+    dispatch_arrays, output_decls, run_arrays, storage_decls,
 )
 from .features import FEATURE_NAMES, FEATURES, StaticCounts, static_counts
 from .natural_gradient_autotuner import (
     NaturalGradientScratch, autotune_step, autotune_step_into, identity_fisher_block,
     identity_fisher_block_into, identity_fisher_block_q16, natural_gradient_direction,
-    precondition_autotune_gradient_fixed_via, precondition_autotune_gradient_fixed_via_into,
+    precondition_autotune_gradient_fixed_via, precondition_autotune_gradient_fixed_via_into, precondition_q16_via,
     precondition_autotune_gradient_fixed_via_with_scratch_into, reference_precondition_autotune_gradient,
     reference_precondition_autotune_gradient_into,
 )
@@ -43,7 +45,8 @@ __all__ = [
     "FEATURES", "FEATURE_NAMES", "NATURAL_GRADIENT_AUTOTUNER_CALLS", "PIPELINE_ANALYSIS_CALLS",
     "SHEAF_HETEROPHILIC_DISPATCH_CALLS", "DispatchErrorKind", "DriverDispatcher", "EdgeReport",
     "NaturalGradientScratch", "NodeReport", "OptimizerDispatchError", "OptimizerDispatcher",
-    "PipelineReport", "SheafDispatchScratch", "StaticCounts", "analyze_pipeline", "autotune_step",
+    "PipelineReport", "SheafDispatchScratch",
+    "as_runner", "precondition_q16_via", "run_arrays", "StaticCounts", "analyze_pipeline", "autotune_step",
     "autotune_step_into", "bump", "ceil_div_u32", "checked_product_count", "checked_square_cells",
     "decode_u32_le", "decode_u32_output_exact", "diffuse_dispatch_stalks_fixed_via",
     "diffuse_dispatch_stalks_fixed_via_into", "diffuse_dispatch_stalks_fixed_via_with_scratch_into",

@@ -33,7 +33,8 @@ import numpy as np
 
 from ..ir import DataType, Program
 from ..primitives import SheafGraph, coboundary, sheaf_stable_alpha
-from .dispatcher import DriverDispatcher, OptimizerDispatcher, OptimizerDispatchError
+from ..primitives import Runner
+from .dispatcher import OptimizerDispatcher, OptimizerDispatchError, as_runner
 from .features import (
     FEATURE_NAMES, FEATURES, StaticCounts, buffers_read, buffers_written, stalk, static_counts,
 )
@@ -135,7 +136,7 @@ def dispatch_graph(programs: Sequence[Program]) -> list[tuple[int, int, tuple[st
 def analyze_pipeline(
     programs: Sequence[Program] | Mapping[str, Program],
     *,
-    dispatcher: OptimizerDispatcher | None = None,
+    dispatcher: Runner | OptimizerDispatcher | None = None,
     threshold: float = DEFAULT_THRESHOLD,
     diffusion_time: float = DEFAULT_DIFFUSION_TIME,
     dtype: DataType = DataType.F32,
@@ -177,7 +178,7 @@ def analyze_pipeline(
     steps = math.ceil(diffusion_time / stable) if undirected and diffusion_time > 0 else 0
     alpha = diffusion_time / steps if steps else 0.0
     if steps:
-        disp = DriverDispatcher() if dispatcher is None else dispatcher
+        disp = as_runner(dispatcher)
         padded = np.zeros((n_pad, d))
         padded[:len(progs)] = x0
         x = sheaf_diffuse_via(disp, graph, padded, alpha, steps, dtype).reshape(n_pad, d)[:len(progs)]

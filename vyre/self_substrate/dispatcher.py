@@ -1,9 +1,12 @@
-"""The byte-level dispatcher contract the self-substrate runs its programs through.
+"""The seed's byte-level dispatcher contract, kept as a thin compatibility layer over runners.
 
-An :class:`OptimizerDispatcher` takes a program and one little-endian byte buffer per storage
-buffer, in declaration order (outputs zero-filled by the caller), and returns the bytes of the
-program's output buffers, in declaration order. :class:`DriverDispatcher` implements it over
-``vyre.driver.dispatch.dispatch`` for any backend; tests implement it with small mocks.
+The self-substrate runs its programs through one *runner* callable over arrays
+(:mod:`vyre.primitives.runner`); :func:`as_runner` turns ``None`` (the driver), a runner, or a
+byte-level :class:`OptimizerDispatcher` into one. An :class:`OptimizerDispatcher` takes a program
+and one little-endian byte buffer per storage buffer, in declaration order (outputs zero-filled by
+the caller), and returns the bytes of the program's output buffers, in declaration order.
+:class:`DriverDispatcher` implements it over ``vyre.driver.dispatch.dispatch`` for any backend;
+tests implement it with small mocks.
 """
 
 from __future__ import annotations
@@ -11,13 +14,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..driver.dispatch import dispatch
 from ..errors import CodegenError, ValidationError, VyreError
 from ..errors import DispatchError as _DriverDispatchError
-from ..ir import BufferDecl, Program
+from ..ir import Program
+from ..primitives.runner import Grid3, Runner, driver_runner, output_decls, storage_decls
 
 Grid = tuple[int, int, int]
 ByteBuf = bytes | bytearray
@@ -62,18 +67,6 @@ class OptimizerDispatcher(Protocol):
                  grid_override: Grid | None) -> list[bytes]: ...
 
 
-def storage_decls(program: Program) -> list[BufferDecl]:
-    """Buffers the caller passes bytes for: every non-workgroup buffer, declaration order."""
-    return [b for b in program.buffers if not b.is_workgroup]
-
-
-def output_decls(program: Program) -> list[BufferDecl]:
-    """Buffers a dispatcher returns: those marked ``is_output`` (else every writable storage
-    buffer), in declaration order."""
-    marked = [b for b in storage_decls(program) if b.is_output]
-    return marked or [b for b in storage_decls(program) if b.access.writable]
-
-
 @dataclass(frozen=True)
 class DriverDispatcher:
     """:class:`OptimizerDispatcher` over ``vyre.driver.dispatch.dispatch``.
@@ -87,12 +80,6 @@ class DriverDispatcher:
     def dispatch(self, program: Program, inputs: Sequence[ByteBuf],
                  grid_override: Grid | None = None) -> list[bytes]:
         arrays = self._arrays(program, inputs)
-        try:
-            from ..driver.dispatch import dispatch
-        except ImportError as exc:  # the driver is optional at import time of this module
-            raise OptimizerDispatchError.backend_error(
-                f"vyre.driver.dispatch is not importable ({exc}). Fix: install vyre with its driver"
-            ) from exc
         grid = None if grid_override is None else tuple(int(g) for g in grid_override)
         try:
             result = dispatch(program, arrays, backend=self.backend, grid=grid)
@@ -153,6 +140,26 @@ class DriverDispatcher:
         return arrays
 
 
+def as_runner(run: Runner | OptimizerDispatcher | None) -> Runner:
+    """One runner for any of: None (the driver's default backend), a runner callable (returned as
+    it is), or a byte-level :class:`OptimizerDispatcher` (adapted: arrays are encoded to
+    little-endian bytes, outputs decoded and checked as :func:`dispatch_arrays` does)."""
+    if run is None:
+        return driver_runner()
+    if isinstance(run, OptimizerDispatcher):
+        disp = run
+
+        def via_bytes(program: Program, arrays: Sequence[Any], grid: Grid3 | None) -> list[Any]:
+            return dispatch_arrays(disp, program, arrays, grid, "the byte-level dispatcher")
+
+        return via_bytes
+    if callable(run):
+        return run
+    raise OptimizerDispatchError.bad_inputs(
+        f"expected a runner callable or an OptimizerDispatcher, got {type(run).__name__}. "
+        "Fix: pass vyre.primitives.driver_runner(backend) or a DriverDispatcher")
+
+
 def dispatch_arrays(dispatcher: OptimizerDispatcher, program: Program, arrays: Sequence[np.ndarray],
                     grid: Grid | None, what: str) -> list[np.ndarray]:
     """Run ``program`` through ``dispatcher`` on numpy arrays (one per storage buffer, declaration
@@ -194,3 +201,32 @@ def dispatch_arrays(dispatcher: OptimizerDispatcher, program: Program, arrays: S
         decoded.append(np.frombuffer(bytes(data), dtype=decl.element.np_dtype.newbyteorder("<"))
                        .astype(decl.element.np_dtype))
     return decoded
+
+
+def run_arrays(run: Runner | OptimizerDispatcher | None, program: Program, arrays: Sequence[np.ndarray],
+               grid: Grid3 | None, what: str) -> list[np.ndarray]:
+    """Run ``program`` on ``arrays`` through :func:`as_runner` ``(run)`` and check its outputs:
+    one per output buffer, each as long as the declared count (or the array passed for it), as
+    host arrays. ``what`` names the caller in error messages."""
+    decls = storage_decls(program)
+    if len(arrays) != len(decls):
+        raise OptimizerDispatchError.bad_inputs(
+            f"{what} got {len(arrays)} arrays for {len(decls)} storage buffers. "
+            "Fix: pass one array per storage buffer")
+    lengths = {d.name: int(np.asarray(a).size) for d, a in zip(decls, arrays, strict=True)}
+    outs = as_runner(run)(program, list(arrays), grid)
+    want = output_decls(program)
+    if len(outs) < len(want):
+        raise OptimizerDispatchError.backend_error(
+            f"{what} expected {len(want)} output buffer(s), got {len(outs)}. "
+            "Fix: the runner must return every output buffer in declaration order")
+    out: list[np.ndarray] = []
+    for decl, arr in zip(want, outs, strict=False):
+        host = arr if isinstance(arr, np.ndarray) else np.asarray(arr.copy_to_host())
+        n = decl.count or lengths[decl.name]
+        if host.size != n:
+            raise OptimizerDispatchError.backend_error(
+                f"{what}: output {decl.name!r} has {host.size} elements, expected {n}. "
+                "Fix: the runner must return whole output buffers")
+        out.append(host.reshape(-1))
+    return out

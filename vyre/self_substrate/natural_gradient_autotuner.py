@@ -18,15 +18,14 @@ import numpy as np
 
 from ..ir import DataType
 from ..primitives import (
-    PrimitiveError, from_q16_list, natural_gradient_block_apply, natural_gradient_block_apply_cpu,
-    newton_schulz_inv_sqrt, to_q16,
+    PrimitiveError, Runner, from_q16_list, identity_fisher_q16, natural_gradient_block_apply,
+    natural_gradient_block_apply_cpu, newton_schulz_inv_sqrt, to_q16,
 )
-from ..primitives.fixed import Q16_ONE
 from .dispatch_buffers import (
     ceil_div_u32, checked_square_cells, decode_u32_output_exact, ensure_input_slots,
     write_u32_slice_le_bytes, write_zero_bytes,
 )
-from .dispatcher import OptimizerDispatcher, OptimizerDispatchError
+from .dispatcher import OptimizerDispatcher, OptimizerDispatchError, as_runner
 from .observability import NATURAL_GRADIENT_AUTOTUNER_CALLS, bump
 
 _VIA = "precondition_autotune_gradient_fixed_via"
@@ -136,13 +135,39 @@ def identity_fisher_block_into(n: int, out: list[float]) -> None:
     out[:] = [1.0 if i == j else 0.0 for i in range(n) for j in range(n)]
 
 
-def identity_fisher_block_q16(n: int) -> list[int]:
-    """The ``n x n`` identity in 16.16 fixed point."""
-    return [Q16_ONE if i == j else 0 for i in range(n) for j in range(n)]
+#: The ``n x n`` identity in 16.16 fixed point (the seed's name for
+#: :func:`vyre.primitives.identity_fisher_q16`, the one identity Fisher).
+identity_fisher_block_q16 = identity_fisher_q16
+
+
+def precondition_q16_via(run: Runner | OptimizerDispatcher | None, m_q16: Sequence[int],
+                         g_q16: Sequence[int], n: int) -> list[int]:
+    """``M · g`` in 16.16 (u32 bit patterns, wrapping) by :func:`natural_gradient_block_apply`
+    run through ``run`` (see :func:`as_runner`), on arrays: no byte round trip. Shapes are
+    checked as in :func:`precondition_autotune_gradient_fixed_via`."""
+    bump(NATURAL_GRADIENT_AUTOTUNER_CALLS)
+    cells = checked_square_cells(n, _VIA)
+    if len(m_q16) != cells or len(g_q16) != n:
+        raise OptimizerDispatchError.bad_inputs(
+            f"{_VIA} requires an n x n matrix and a length-n vector, got {len(m_q16)} and {len(g_q16)} "
+            f"values for n={n}. Fix: pass row-major n*n and n 16.16 values")
+    try:
+        program = natural_gradient_block_apply("m_inv_sqrt", "grad", "grad_nat", n)
+        m = np.asarray([int(v) & 0xFFFFFFFF for v in m_q16], dtype=np.uint32)
+        g = np.asarray([int(v) & 0xFFFFFFFF for v in g_q16], dtype=np.uint32)
+    except (PrimitiveError, TypeError, ValueError) as exc:
+        raise OptimizerDispatchError.bad_inputs(f"{_VIA}: {exc}. Fix: pass u32 bit patterns") from exc
+    outs = as_runner(run)(program, [m, g, np.zeros(n, np.uint32)], (ceil_div_u32(n, 256), 1, 1))
+    out = np.asarray(outs[0]) if outs else np.zeros(0, np.uint32)
+    if out.shape != (n,):
+        raise OptimizerDispatchError.backend_error(
+            f"{_VIA} expected an output of {n} u32 values, got shape {out.shape}. "
+            "Fix: the runner must return the program's output buffers")
+    return [int(v) for v in out]
 
 
 def natural_gradient_direction(fisher: np.ndarray | Sequence[Sequence[float]], grad: Sequence[float],
-                               dispatcher: OptimizerDispatcher, *, damping: float = 1e-3,
+                               run: Runner | OptimizerDispatcher | None = None, *, damping: float = 1e-3,
                                dtype: DataType = DataType.F32) -> list[float]:
     """The tuner's whole natural-gradient step, every number computed by IR programs:
     ``M^{-1/2}`` of ``fisher + damping·I`` by Newton-Schulz, quantised to 16.16, applied to
@@ -158,7 +183,8 @@ def natural_gradient_direction(fisher: np.ndarray | Sequence[Sequence[float]], g
             f"natural_gradient_direction got a Fisher block of shape {f.shape} for a gradient of length "
             f"{n}. Fix: pass an n x n Fisher block"
         )
-    inv_sqrt = newton_schulz_inv_sqrt(f + damping * np.eye(n), dtype=dtype, dispatcher=dispatcher)
+    runner = as_runner(run)
+    inv_sqrt = newton_schulz_inv_sqrt(f + damping * np.eye(n), dtype=dtype, run=runner)
     m_q = [to_q16(float(v)) for v in inv_sqrt.reshape(-1)]
     g_q = [to_q16(float(v)) for v in grad]
-    return from_q16_list(precondition_autotune_gradient_fixed_via(dispatcher, m_q, g_q, n))
+    return from_q16_list(precondition_q16_via(runner, m_q, g_q, n))

@@ -26,7 +26,8 @@ from .dispatch_buffers import (
     ceil_div_u32, checked_product_count, decode_u32_output_exact, ensure_input_slots,
     write_u32_slice_le_bytes, write_zero_bytes,
 )
-from .dispatcher import OptimizerDispatcher, OptimizerDispatchError, dispatch_arrays
+from ..primitives import Runner
+from .dispatcher import OptimizerDispatcher, OptimizerDispatchError, run_arrays
 from .observability import SHEAF_HETEROPHILIC_DISPATCH_CALLS, bump
 
 _VIA = "diffuse_dispatch_stalks_fixed_via"
@@ -163,7 +164,8 @@ def flag_fusion_incompatible_into(initial_stalks: Sequence[float], diffused_stal
 # --------------------------------------------------------------------------------------------
 # Real sheaf diffusion through the dispatcher.
 
-def sheaf_diffuse_via(dispatcher: OptimizerDispatcher, graph: SheafGraph, x0: np.ndarray | Sequence[float],
+def sheaf_diffuse_via(dispatcher: Runner | OptimizerDispatcher | None, graph: SheafGraph,
+                      x0: np.ndarray | Sequence[float],
                       alpha: float, steps: int, dtype: DataType = DataType.F32) -> np.ndarray:
     """``steps`` applications of ``x <- x - alpha L_F x`` by dispatching
     :func:`sheaf_laplacian_step`; returns the stalks (float64, flat ``n_nodes*d``)."""
@@ -183,11 +185,11 @@ def sheaf_diffuse_via(dispatcher: OptimizerDispatcher, graph: SheafGraph, x0: np
     for _ in range(steps):
         arrays = [cur, base["row_ptr"], base["col"], base["r_self"], base["r_nbr"], base["alpha"],
                   np.zeros(graph.n_cells, dtype=dtype.np_dtype)]
-        (cur,) = dispatch_arrays(dispatcher, program, arrays, grid, "sheaf_diffuse_via")
+        (cur,) = run_arrays(dispatcher, program, arrays, grid, "sheaf_diffuse_via")
     return cur.astype(np.float64)
 
 
-def sheaf_diffuse_to_equilibrium_via(dispatcher: OptimizerDispatcher, graph: SheafGraph,
+def sheaf_diffuse_to_equilibrium_via(dispatcher: Runner | OptimizerDispatcher | None, graph: SheafGraph,
                                      x0: np.ndarray | Sequence[float], alpha: float, tol: float,
                                      max_iters: int,
                                      dtype: DataType = DataType.F32) -> tuple[np.ndarray, int]:

@@ -44,10 +44,12 @@ import numpy as np
 
 from ..errors import DispatchError, TunerError, VyreError
 from ..ir import DataType, Program
+from ..primitives import ConvergenceError, driver_runner, newton_schulz_inv_sqrt
+from ..self_substrate import as_runner, precondition_q16_via
 from ..settings import Mode, read_settings
-from .bind import bind_host_arrays, storage_buffers
-from .dispatch import Grid, Kernel, Launch
-from .geometry import grid3
+from ..driver.bind import bind_host_arrays, storage_buffers
+from ..driver.dispatch import Grid, Kernel, Launch
+from ..driver.geometry import grid3
 from .timers import BackendTimer, CudaEventTimer, PerfCounterTimer, SafeTimer
 from .tuner import (
     MAX_LAUNCH_INVOCATIONS, ExhaustiveSearch, NaturalGradientSearch, SearchResult, StaticProgramShape,
@@ -227,19 +229,17 @@ def tuner_for(backend: str, mode: Mode | None = None) -> Tuner:
 # -- the natural-gradient steps as IR programs --------------------------------------------------------
 
 
-def ir_inv_sqrt(backend: str, dispatcher: Any = None) -> Callable[[np.ndarray], np.ndarray]:
+def ir_inv_sqrt(backend: str, run: Any = None) -> Callable[[np.ndarray], np.ndarray]:
     """``F -> F^{-1/2}`` by the Newton-Schulz IR programs on ``backend`` (f32, retried in f64
-    when f32 does not converge)."""
-    from ..primitives import ConvergenceError, newton_schulz_inv_sqrt
-    from ..self_substrate import DriverDispatcher
-
-    disp = DriverDispatcher(backend) if dispatcher is None else dispatcher
+    when f32 does not converge). ``run``: a runner or byte-level dispatcher replacing the
+    driver's (tests)."""
+    runner = driver_runner(backend) if run is None else as_runner(run)
 
     def inv_sqrt(f: np.ndarray) -> np.ndarray:
         try:
-            return newton_schulz_inv_sqrt(f, dispatcher=disp)
+            return newton_schulz_inv_sqrt(f, run=runner)
         except ConvergenceError:
-            return newton_schulz_inv_sqrt(f, dtype=DataType.F64, dispatcher=disp)
+            return newton_schulz_inv_sqrt(f, dtype=DataType.F64, run=runner)
 
     return inv_sqrt
 
@@ -247,7 +247,7 @@ def ir_inv_sqrt(backend: str, dispatcher: Any = None) -> Callable[[np.ndarray], 
 ApplyQ16 = Callable[[Sequence[int], Sequence[int], int], list[int]]
 
 
-def ir_apply(backend: str, dispatcher: Any = None) -> ApplyQ16:
+def ir_apply(backend: str, run: Any = None) -> ApplyQ16:
     """The policy's ``M @ g >> 16`` by the ``natural_gradient_block_apply`` IR program.
 
     The seed's cells are unsigned and its sums saturate; the IR program reads cells as signed
@@ -256,14 +256,12 @@ def ir_apply(backend: str, dispatcher: Any = None) -> ApplyQ16:
     docs/tuner.md), so the program only sees non-negative values; with weights summing to one,
     every row sum is at most the largest cell and cannot wrap. A result above ``2**31 - 1``
     would mean it did, and raises :class:`TunerError` instead of steering the search."""
-    from ..self_substrate import DriverDispatcher, precondition_autotune_gradient_fixed_via
-
-    disp = DriverDispatcher(backend) if dispatcher is None else dispatcher
+    runner = driver_runner(backend) if run is None else as_runner(run)
 
     def apply(matrix_q16: Sequence[int], vector_q16: Sequence[int], n: int) -> list[int]:
         m = [min(int(v), _I32_MAX) for v in matrix_q16]
         g = [min(int(v), _I32_MAX) for v in vector_q16]
-        out = precondition_autotune_gradient_fixed_via(disp, m, g, n)
+        out = precondition_q16_via(runner, m, g, n)
         if any(v > _I32_MAX for v in out):
             raise TunerError(
                 f"the preconditioning program wrapped (a result above 2**31-1 in {out}). "
@@ -343,7 +341,7 @@ class Harness:
     def _bind_device(self, inputs: Mapping[str, Any]) -> None:
         from numba import cuda
 
-        from .cuda_launch import device_arg
+        from ..driver.cuda_launch import device_arg
 
         self.dev_args: list[Any] = []
         for b in storage_buffers(self.kernel.program):
@@ -469,8 +467,9 @@ def tune(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None = None, *,
     """Choose the launch of a flat ``kernel`` for ``inputs`` and ``grid``; never writes the
     caller's arrays. ``mode`` defaults to ``VYRE_AUTOTUNER``. With ``use_cache`` a cached
     decision is returned without measuring; measured decisions are recorded (and saved when
-    ``persist``). ``progress(i, launch, ns)`` is called after each measurement; ``dispatcher``
-    replaces the natural-gradient IR programs' :class:`DriverDispatcher` (tests).
+    ``persist``). ``progress(i, launch, ns)`` is called after each measurement; ``dispatcher`` (a
+    runner or a byte-level dispatcher) replaces the driver's runner of the natural-gradient IR
+    programs (tests).
 
     Raises :class:`TunerError` for a kernel that is not tunable and the dispatch errors of the
     inputs; a search that fails is reported as :attr:`DecisionSource.FAILED` with a warning."""
@@ -531,7 +530,7 @@ _MISS = Launch(1)  # sentinel: never returned
 
 
 def launch_for(kernel: Kernel, arrays: Mapping[str, Any], invocations: int) -> Launch | None:
-    """The launch policy (:func:`vyre.driver.policy.set_launch_policy`): the launch for this call
+    """The launch policy (:func:`vyre.driver.launch_policy.set_launch_policy`): the launch for this call
     of a flat ``kernel`` over checked, bound ``arrays`` (None: its default).
 
     Repeated calls cost a dict lookup keyed by the kernel's identity and the size class of the

@@ -36,7 +36,7 @@ __all__ = [
 
 MAX_TUNER_CACHE_BYTES = 4 * 1024 * 1024
 MAX_WORKGROUP_INVOCATIONS = 1024
-#: Limit for caches of flat-kernel launch decisions ``[wg, ipt, 1]`` (``vyre.driver.autotune``):
+#: Limit for caches of flat-kernel launch decisions ``[wg, ipt, 1]`` (``vyre.tuning.autotune``):
 #: ``wg <= 1024`` threads (or a 1024-invocation CPU unit) times ``ipt <= 4096``.
 MAX_LAUNCH_INVOCATIONS = 1024 * 4096
 _U32_MAX = 2**32 - 1

@@ -1,8 +1,8 @@
 """The autotuner: the seed's ``Tuner`` (modes, per-adapter cache, best-of-N sweeps, the
 natural-gradient step) and search loops over richer launch-configuration spaces.
 
-Public names of :mod:`vyre.driver.tuner_cache`, :mod:`vyre.driver.tuner_policy`,
-:mod:`vyre.driver.timers` and :class:`vyre.settings.Mode` are re-exported here. ``docs/tuner.md``
+Public names of :mod:`vyre.tuning.cache`, :mod:`vyre.tuning.policy`,
+:mod:`vyre.tuning.timers` and :class:`vyre.settings.Mode` are re-exported here. ``docs/tuner.md``
 has the design; this module has the contracts.
 """
 
@@ -24,15 +24,15 @@ import numpy as np
 from ..errors import TunerError
 from ..settings import Mode, cache_root
 from .timers import BackendTimer, CallableTimer, CudaEventTimer, PerfCounterTimer, SafeTimer
-from .tuner_cache import (
+from .cache import (
     MAX_LAUNCH_INVOCATIONS, MAX_TUNER_CACHE_BYTES, MAX_WORKGROUP_INVOCATIONS, StaticProgramShape, TunerCache,
     TunerCacheWarning, TunerProgramKey, WorkgroupSize, check_workgroup_size,
 )
-from .tuner_policy import (
+from .policy import (
     Q16_ONE, ApplyFn, DefaultPolicy, InvSqrtFn, LatencyModel, LatencyPrior, NaturalGradientPolicy,
     NaturalGradientTuningError, NaturalGradientTuningErrorKind, NaturalGradientTuningStep,
     TunerFeedback, TuningMeasurement, checked_inv_sqrt, estimate_fisher, fisher_inv_sqrt_q16,
-    fit_latency_model, identity_fisher_q16, matrix_to_q16, newton_schulz_inv_sqrt, precondition_q16,
+    fit_latency_model, identity_fisher_q16, matrix_to_q16, reference_inv_sqrt, precondition_q16,
 )
 
 __all__ = [
@@ -45,7 +45,7 @@ __all__ = [
     "TunerCache", "TunerCacheWarning", "TunerFeedback", "TunerProgramKey", "TuningMeasurement",
     "WorkgroupSize", "adapter_file_stem", "candidates_for", "check_workgroup_size", "estimate_fisher",
     "fisher_inv_sqrt_q16", "fit_latency_model", "identity_fisher_q16", "log2_candidates",
-    "matrix_to_q16", "newton_schulz_inv_sqrt", "precondition_q16",
+    "matrix_to_q16", "reference_inv_sqrt", "precondition_q16",
 ]
 
 #: Canonical 1D workgroup-size probes (the seed's).
@@ -108,7 +108,7 @@ class Tuner:
                  max_invocations: int = MAX_WORKGROUP_INVOCATIONS) -> None:
         """``max_invocations`` bounds ``x * y * z`` of decisions (the seed's 1024 for workgroup
         sizes; :data:`MAX_LAUNCH_INVOCATIONS` for the launch decisions of
-        :mod:`vyre.driver.autotune`, stored as ``[wg, ipt, 1]``)."""
+        :mod:`vyre.tuning.autotune`, stored as ``[wg, ipt, 1]``)."""
         self._mode = mode
         self.cache_path = (
             Path(cache_path) if cache_path is not None else self.cache_path_for_adapter(adapter_fp)
@@ -363,7 +363,7 @@ class NaturalGradientSearch:
     prior: LatencyPrior = field(default_factory=LatencyPrior)
     fisher: FisherKind = FisherKind.POSTERIOR
     start: int | None = None
-    inv_sqrt: InvSqrtFn = field(default=newton_schulz_inv_sqrt, compare=False, repr=False)
+    inv_sqrt: InvSqrtFn = field(default=reference_inv_sqrt, compare=False, repr=False)
     apply: ApplyFn = field(default=precondition_q16, compare=False, repr=False)
 
     def run(self, candidates: Sequence[SearchCandidate[C]], timer: BackendTimer[C]) -> SearchResult[C]:

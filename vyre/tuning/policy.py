@@ -18,13 +18,14 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from ..errors import TunerError
+from ..primitives import PrimitiveError, identity_fisher_q16, newton_schulz_inv_sqrt_reference
 
 __all__ = [
     "Q16_ONE", "ApplyFn", "DefaultPolicy", "InvSqrtFn", "LatencyModel", "LatencyPrior",
     "NaturalGradientPolicy", "NaturalGradientTuningError", "NaturalGradientTuningErrorKind",
     "NaturalGradientTuningStep", "TunerFeedback", "TuningMeasurement", "checked_inv_sqrt",
     "estimate_fisher", "fisher_inv_sqrt_q16", "fit_latency_model", "identity_fisher_q16",
-    "matrix_to_q16", "newton_schulz_inv_sqrt", "precondition_q16",
+    "matrix_to_q16", "precondition_q16", "reference_inv_sqrt",
 ]
 
 Q16_ONE = 1 << 16
@@ -102,14 +103,6 @@ class NaturalGradientTuningError(TunerError):
             case _:
                 raise AssertionError(kind)
         super().__init__(msg)
-
-
-def identity_fisher_q16(candidate_count: int) -> list[int]:
-    """Row-major ``n x n`` identity in 16.16."""
-    out = [0] * (candidate_count * candidate_count)
-    for i in range(candidate_count):
-        out[i * candidate_count + i] = Q16_ONE
-    return out
 
 
 def precondition_q16(matrix_q16: Sequence[int], gradient_q16: Sequence[int], n: int) -> list[int]:
@@ -359,43 +352,20 @@ def estimate_fisher(
     return fit_latency_model(samples, features, prior).fisher
 
 
-def newton_schulz_inv_sqrt(a: np.ndarray, max_iter: int = 100, tol: float = 1e-12) -> np.ndarray:
-    """Float64 reference ``A^{-1/2}`` of a symmetric positive definite matrix by the coupled
-    Newton-Schulz iteration (``Y -> A^{1/2}``, ``Z -> A^{-1/2}``), after scaling by the Frobenius
-    norm so every eigenvalue of the scaled matrix lies in ``(0, 1]``."""
-    m = np.asarray(a, dtype=np.float64)
-    if m.ndim != 2 or m.shape[0] != m.shape[1] or not np.all(np.isfinite(m)):
+def reference_inv_sqrt(a: np.ndarray) -> np.ndarray:
+    """Float64 ``A^{-1/2}`` of a symmetric positive definite matrix by
+    :func:`vyre.primitives.newton_schulz_inv_sqrt_reference` (the one Newton-Schulz iteration;
+    the tuner's default when no IR version is injected), symmetrised; :class:`TunerError` when it
+    does not converge."""
+    try:
+        r = newton_schulz_inv_sqrt_reference(np.asarray(a, dtype=np.float64), tol=1e-9)
+    except PrimitiveError as e:
         raise TunerError(
-            f"inverse square root needs a finite square matrix, found shape {m.shape}. "
-            "Fix: pass the n x n Fisher matrix."
-        )
-    n = m.shape[0]
-    scale = float(np.linalg.norm(m))
-    if scale == 0.0:
-        raise TunerError(
-            "inverse square root of the zero matrix. Fix: the Fisher matrix must be positive definite."
-        )
-    eye = np.eye(n)
-    y, z = m / scale, eye.copy()
-    with np.errstate(over="ignore", invalid="ignore"):  # divergence is detected below
-        for _ in range(max_iter):
-            t = 0.5 * (3.0 * eye - z @ y)
-            y, z = y @ t, t @ z
-            residual = float(np.linalg.norm(t - eye))
-            if not residual < 1e100 or residual < tol:  # diverged (indefinite input) or converged
-                break
-        result = z / math.sqrt(scale)
-        check = result @ m @ result
-    if not np.all(np.isfinite(result)) or float(np.linalg.norm(check - eye)) > 1e-6 * max(1, n):
-        raise TunerError(
-            f"Newton-Schulz did not converge to an inverse square root in {max_iter} iterations "
-            "(the matrix is not symmetric positive definite or is too ill-conditioned). "
-            "Fix: add a ridge (LatencyPrior.nugget / noise_floor) to the Fisher estimate."
-        )
-    return np.asarray(0.5 * (result + result.T), dtype=np.float64)
+            f"Newton-Schulz did not give an inverse square root ({e}). Fix: the Fisher matrix must be "
+            "symmetric positive definite; add a ridge (LatencyPrior.nugget / noise_floor)") from e
+    return np.asarray(0.5 * (r + r.T), dtype=np.float64)
 
-
-def fisher_inv_sqrt_q16(fisher: np.ndarray, inv_sqrt: InvSqrtFn = newton_schulz_inv_sqrt) -> list[int]:
+def fisher_inv_sqrt_q16(fisher: np.ndarray, inv_sqrt: InvSqrtFn = reference_inv_sqrt) -> list[int]:
     """``F^{-1/2}`` as the row-major unsigned 16.16 matrix the policy takes.
 
     The seed's format is unsigned, so negative couplings are clamped to zero and cells saturate
@@ -404,7 +374,7 @@ def fisher_inv_sqrt_q16(fisher: np.ndarray, inv_sqrt: InvSqrtFn = newton_schulz_
     return matrix_to_q16(checked_inv_sqrt(f, inv_sqrt))
 
 
-def checked_inv_sqrt(fisher: np.ndarray, inv_sqrt: InvSqrtFn = newton_schulz_inv_sqrt) -> np.ndarray:
+def checked_inv_sqrt(fisher: np.ndarray, inv_sqrt: InvSqrtFn = reference_inv_sqrt) -> np.ndarray:
     """``inv_sqrt(fisher)``, checked to be a finite matrix of the same shape."""
     s = np.asarray(inv_sqrt(fisher), dtype=np.float64)
     if s.shape != fisher.shape or not np.all(np.isfinite(s)):
