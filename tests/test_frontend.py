@@ -450,3 +450,28 @@ def test_frontend_errors_are_vyre_errors() -> None:
         sq(1.0)
     with pytest.raises(FrontendError, match="workgroup memory"):
         vyre.workgroup_array(4, f32)
+
+
+@vyre.kernel
+def powers(x: Array[f32], out: Array[f32]):
+    i = vyre.gid()
+    if i < len(out):
+        out[i] = x[i] ** 2 + pow(x[i], 0.5) + math.pow(x[i], 3) + vyre.stop_gradient(x[i]) * vyre.power(x[i], 1.5)
+
+
+def test_powers_and_stop_gradient_match_builders() -> None:
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    i = var("i")
+    xi = x[i]
+    want = Program.wrapped([x, out], 256, [
+        let("i", gid()),
+        if_(i < buflen(out), [store(out, i, xi ** 2 + vyre.ir.power(xi, 0.5) + vyre.ir.power(xi, 3)
+                                   + vyre.ir.stop_gradient(xi) * vyre.ir.power(xi, 1.5))]),
+    ])
+    assert powers.program.fingerprint() == want.fingerprint()
+    xs = np.linspace(0.5, 2, 16, dtype=np.float32)
+    got = powers(xs, np.zeros(16, np.float32), backend="cpu")["out"]
+    np.testing.assert_allclose(got, xs**2 + xs**0.5 + xs**3 + xs * xs**1.5, rtol=1e-5)
+    g = autodiff.vjp(powers, {"x": xs, "out": np.zeros(16, np.float32)}, {"out": np.ones(16, np.float32)}, "x",
+                     backend="interp")["x"]
+    np.testing.assert_allclose(g, 2 * xs + 0.5 * xs**-0.5 + 3 * xs**2 + 1.5 * xs * xs**0.5, rtol=1e-4)

@@ -16,14 +16,16 @@ by name to ``vyre.dispatch``.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 from collections import ChainMap
 from collections.abc import Mapping, Sequence
-from typing import Any, overload
+from typing import Any
 
 from ..errors import DispatchError, FrontendError
 from ..ir import DataType, Program
-from .intrinsics import SCALAR_TYPES, _ArrayType
+from .intrinsics import SCALAR_TYPES
+from .markers import _ArrayType
 from .lower import lower_kernel
 from .source import Source, read_source
 from .values import BufRef
@@ -190,12 +192,12 @@ class KernelFunction:
         from ..driver.dispatch import dispatch
 
         inputs, options = self.inputs(*args, **kwargs)
-        accepted = inspect.signature(dispatch).parameters
-        unknown = [k for k in options if k not in accepted or k in ("program", "inputs")]
+        accepted = _dispatch_options()
+        unknown = [k for k in options if k not in accepted]
         if unknown:
             raise DispatchError(f"{self.name}() got unknown argument(s) {unknown}; parameters are "
                                 f"{[p.name for p in self.params]} and dispatch options "
-                                f"{[k for k in accepted if k not in ('program', 'inputs')]}. Fix: check the names")
+                                f"{sorted(accepted)}. Fix: check the names")
         return dispatch(self.program, inputs, **options)
 
     def __str__(self) -> str:
@@ -205,6 +207,15 @@ class KernelFunction:
         return f"<vyre.kernel {self.__qualname__}: {len(self.params)} params>"
 
 
+@functools.cache
+def _dispatch_options() -> frozenset[str]:
+    """The keyword options ``vyre.dispatch`` accepts (whatever it grows: grid=, dim=, ...)."""
+    from ..driver.dispatch import dispatch
+
+    params = inspect.signature(dispatch).parameters
+    return frozenset(k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
 def _wg3(wg: int | Sequence[int], src: Source) -> tuple[int, int, int]:
     sizes = (wg,) if isinstance(wg, int) else tuple(wg)
     if not sizes or len(sizes) > 3 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes):
@@ -212,32 +223,6 @@ def _wg3(wg: int | Sequence[int], src: Source) -> tuple[int, int, int]:
                             "@vyre.kernel(workgroup_size=128) or (16, 16)", src.filename, src.tree.lineno)
     s3 = (*sizes, 1, 1)[:3]
     return (s3[0], s3[1], s3[2])
-
-
-@overload
-def kernel(fn: Any, /) -> KernelFunction: ...
-@overload
-def kernel(*, workgroup_size: int | Sequence[int] = 256) -> Any: ...
-
-
-def kernel(fn: Any = None, /, *, workgroup_size: int | Sequence[int] = 256) -> Any:
-    """Compile a Python function into a vyre kernel (``@vyre.kernel`` or
-    ``@vyre.kernel(workgroup_size=128)``); see docs/guide.md.
-
-    >>> @vyre.kernel
-    ... def double(x: Array[f32], out: Array[f32]):
-    ...     i = vyre.gid()
-    ...     if i < len(out):
-    ...         out[i] = x[i] * 2.0
-    """
-    if fn is None:
-        return lambda f: KernelFunction(f, workgroup_size)
-    return KernelFunction(fn, workgroup_size)
-
-
-def func(fn: Any) -> DeviceFunction:
-    """A helper callable from kernels: ``@vyre.func def sq(a: f32) -> f32: return a * a``."""
-    return DeviceFunction(fn)
 
 
 def program_of(obj: Any) -> Program:

@@ -245,11 +245,8 @@ class ExprLowering:
         return self.typing(node, go)  # type: ignore[no-any-return]
 
     def binop(self, e: ast.AST, op: ast.operator, a: Value, b: Value) -> Value:
-        if isinstance(op, ast.Pow):
-            pow_kind = getattr(BinOpKind, "POW", None)
-            if pow_kind is None:
-                self.fail(e, "`**` has no IR op", "multiply (x * x), or use vyre.exp(y * vyre.log(x)) for x > 0")
-            return self.typing(e, lambda: binary(pow_kind, a, b, "**"))  # type: ignore[no-any-return]
+        if isinstance(op, ast.Pow):  # float-only in the IR: an int constant is a float exponent
+            return self.typing(e, lambda: binary(BinOpKind.POW, a, b, "**"))  # type: ignore[no-any-return]
         if type(op) not in _BINOPS:
             self.fail(e, f"`{ast.unparse(e)}`: the operator has no IR meaning", "use + - * / // % & | ^ << >>")
         kind, sym = _BINOPS[type(op)]

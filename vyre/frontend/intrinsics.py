@@ -15,35 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FrontendError
 from ..ir import builder as b
 from ..ir.ops import AtomicOp, BinOpKind, UnOpKind
 from ..ir.printer import ATOMIC_NAME, BINOP_CALL, UNOP_NAME
 from ..ir.types import DataType
-
-
-class _ArrayType:
-    """``Array[T]``: the annotation of a buffer parameter (``T``: vyre.f32, vyre.u32, ...)."""
-
-    def __init__(self, element: Any = None) -> None:
-        self.element = element
-
-    def __getitem__(self, element: Any) -> _ArrayType:
-        return _ArrayType(element)
-
-    def __repr__(self) -> str:
-        return "Array" if self.element is None else f"Array[{getattr(self.element, '__name__', self.element)}]"
-
-
-Array = _ArrayType()
-
-
-def workgroup_array(count: int, dtype: Any) -> None:
-    """Inside a ``@vyre.kernel``: ``tile = vyre.workgroup_array(256, vyre.f32)`` declares workgroup
-    memory of ``count`` elements per workgroup (a compile-time count)."""
-    raise FrontendError("vyre.workgroup_array(...) declares workgroup memory inside a @vyre.kernel "
-                        "function; it has no meaning outside one. Fix: with the builders, declare "
-                        "vyre.ir.workgroup(name, count, F32)")
+from .markers import workgroup_array
 
 
 @dataclass(frozen=True)
@@ -104,6 +80,8 @@ _add(builtins.round, "round", UnOpKind.ROUND, "round")
 _add(builtins.min, "minmax", BinOpKind.MIN, "min")
 _add(builtins.max, "minmax", BinOpKind.MAX, "max")
 _add(builtins.len, "len", None, "len")
+_add(builtins.pow, "binop", BinOpKind.POW, "pow")
+_add(math.pow, "binop", BinOpKind.POW, "math.pow")
 _add(b.buflen, "len", None, "buflen")
 _add(b.load, "load", None, "load")
 _add(b.gid, "id", b.gid, "gid")
@@ -143,7 +121,6 @@ for _obj, _why, _fix in (
     (builtins.zip, "only `for k in range(...)` loops exist in the IR", "write for k in range(n): and index"),
     (builtins.isinstance, "isinstance() has no IR meaning: kernel values have fixed types",
      "remove the check"),
-    (builtins.pow, "pow() is not an IR op here", "multiply (x * x), or use vyre.exp(y * vyre.log(x)) for x > 0"),
 ):
     _KEEP.append(_obj)
     REJECTED_CALLS[id(_obj)] = (_why, _fix)

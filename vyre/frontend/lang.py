@@ -6,8 +6,8 @@ from ..ir.builder import (
     abs_diff, absolute, acos, asin, atan, atomic, atomic_add, atomic_and, atomic_compare_exchange,
     atomic_exchange, atomic_max, atomic_min, atomic_or, atomic_xor, ballot, barrier, boolean, cast,
     ceil, clz, cos, cosh, ctz, exp, exp2, f32, f64, fixed_mul, floor, fma, gid, i32, inverse_sqrt,
-    is_finite, is_inf, is_nan, lane, lid, log, log2, maximum, minimum, popcount, reciprocal, rint,
-    select, shuffle, sign, sin, sinh, sqrt, subgroup_reduce, subgroup_size, tan, tanh, trunc, u32,
+    is_finite, is_inf, is_nan, lane, lid, log, log2, maximum, minimum, popcount, power, reciprocal, rint,
+    select, shuffle, sign, sin, sinh, sqrt, stop_gradient, subgroup_reduce, subgroup_size, tan, tanh, trunc, u32,
     wgid,
 )
 
@@ -16,7 +16,7 @@ __all__ = [
     "atomic_compare_exchange", "atomic_exchange", "atomic_max", "atomic_min", "atomic_or",
     "atomic_xor", "ballot", "barrier", "boolean", "cast", "ceil", "clz", "cos", "cosh", "ctz", "exp",
     "exp2", "f32", "f64", "fixed_mul", "floor", "fma", "gid", "i32", "inverse_sqrt", "is_finite",
-    "is_inf", "is_nan", "lane", "lid", "log", "log2", "maximum", "minimum", "popcount", "reciprocal",
-    "rint", "select", "shuffle", "sign", "sin", "sinh", "sqrt", "subgroup_reduce", "subgroup_size",
+    "is_inf", "is_nan", "lane", "lid", "log", "log2", "maximum", "minimum", "popcount", "power", "reciprocal",
+    "rint", "select", "shuffle", "sign", "sin", "sinh", "sqrt", "stop_gradient", "subgroup_reduce", "subgroup_size",
     "tan", "tanh", "trunc", "u32", "wgid",
 ]

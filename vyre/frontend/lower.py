@@ -20,7 +20,8 @@ from ..ir.expr import Atomic, Call, FunctionDef, LitBool, Var, walk
 from ..ir.expr import Load as LoadE
 from ..ir.node import Assign, Barrier, If, Let, Loop, Node, Return, Store
 from .exprs import Binding, ExprLowering, Local, Py, _Impure
-from .intrinsics import INTRINSICS, _ArrayType
+from .intrinsics import INTRINSICS
+from .markers import _ArrayType
 from .values import BufRef, TypeProblem, Typed, Value, Weak, coerce, literal, typed
 
 if TYPE_CHECKING:
@@ -78,8 +79,13 @@ class KernelState:
 
 
 def _names(tree: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
-        a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+    return out
 
 
 class FnLowering(ExprLowering):

@@ -12,9 +12,8 @@ reports problems against the user's file and line, Triton style::
 from __future__ import annotations
 
 import ast
-import inspect
+import types
 import linecache
-import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,32 +48,41 @@ class Source:
         return FrontendError(msg, self.filename, line, col + 1)
 
 
+_modules: dict[str, tuple[str, ast.Module]] = {}  # filename -> (text, its AST): one parse per file
+
+
+def _module_ast(filename: str, text: str) -> ast.Module:
+    hit = _modules.get(filename)
+    if hit is not None and hit[0] == text:
+        return hit[1]
+    tree = ast.parse(text, filename)
+    _modules[filename] = (text, tree)
+    return tree
+
+
 def read_source(fn: Any, decorator: str) -> Source:
-    """Parse ``fn``'s definition; a FrontendError when its text cannot be read."""
-    if not inspect.isfunction(fn):
+    """The ``def`` of ``fn`` in its file's AST (the file is parsed once and cached); a
+    FrontendError when its text cannot be read."""
+    if not isinstance(fn, types.FunctionType):
         raise FrontendError(f"{decorator} decorates a Python function (def ...), got "
                             f"{type(fn).__name__}. Fix: put {decorator} directly above a `def`")
-    try:
-        lines, first = inspect.getsourcelines(fn)
-        filename = inspect.getsourcefile(fn) or fn.__code__.co_filename
-    except (OSError, TypeError) as e:
+    code = fn.__code__
+    filename = code.co_filename
+    lines = linecache.getlines(filename, fn.__globals__)
+    if not lines:
         raise FrontendError(
-            f"cannot read the source of {fn.__qualname__} ({e}); {decorator} compiles a function "
-            "from its text. Fix: define it in a .py file (not in an interactive prompt or exec)"
-        ) from None
-    text = "".join(lines)
-    dedented = textwrap.dedent(text)
-    indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
-    if dedented == text:
-        indent = 0
+            f"cannot read the source of {fn.__qualname__}; {decorator} compiles a function from its "
+            "text. Fix: define it in a .py file (not in an interactive prompt or exec)")
     try:
-        module = ast.parse(dedented)
-    except SyntaxError as e:  # a lambda or a decorator call spanning odd lines
-        raise FrontendError(f"cannot parse the source of {fn.__qualname__}: {e.msg}. "
-                            "Fix: decorate a plain `def` function") from None
-    defs = [n for n in module.body if isinstance(n, ast.FunctionDef)]
-    if not defs:
-        raise FrontendError(f"{fn.__qualname__} is not a plain `def` function (async or lambda). "
-                            f"Fix: write `def {fn.__name__}(...):` under {decorator}")
-    linecache.checkcache(filename)
-    return Source(filename, defs[0], first - 1, indent)
+        module = _module_ast(filename, "".join(lines))
+    except SyntaxError as e:
+        raise FrontendError(f"cannot parse {filename}: {e.msg}. Fix: check that the file on disk is the "
+                            "one that was imported") from None
+    first = code.co_firstlineno  # the first decorator's line for a decorated function
+    for node in ast.walk(module):
+        if isinstance(node, ast.FunctionDef) and node.name == fn.__name__ and \
+                min([node.lineno, *(d.lineno for d in node.decorator_list)]) == first:
+            return Source(filename, node, 0, 0)
+    raise FrontendError(f"cannot find the source of {fn.__qualname__} in {filename} (async def, lambda, "
+                        f"or a file changed since import). Fix: write `def {fn.__name__}(...):` under "
+                        f"{decorator} and re-import")
