@@ -163,6 +163,8 @@ class KernelFunction:
                 assert isinstance(ann, DataType)
                 refs.append(BufRef(name, ann, "scalar"))
         self.params: tuple[BufRef, ...] = tuple(refs)
+        self._order = tuple(p.name for p in refs)
+        self._names = frozenset(self._order)
         self.program: Program = lower_kernel(self.source, env, refs, _wg3(workgroup_size, self.source))
         self.__doc__ = fn.__doc__
         self.__name__ = self.name
@@ -171,40 +173,44 @@ class KernelFunction:
 
     def inputs(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """Split a call's arguments into dispatch inputs (by parameter name) and dispatch options."""
-        if len(args) > len(self.params):
-            raise DispatchError(f"{self.name}() takes {len(self.params)} arguments, got {len(args)}. "
-                                f"Fix: pass {', '.join(p.name for p in self.params)}")
-        names = {p.name: p for p in self.params}
-        given: dict[str, Any] = {}
-        for p, a in zip(self.params, args, strict=False):
-            given[p.name] = a
+        order = self._order
+        if len(args) > len(order):
+            raise DispatchError(f"{self.name}() takes {len(order)} arguments, got {len(args)}. "
+                                f"Fix: pass {', '.join(order)}")
+        given = dict(zip(order, args, strict=False))
         options: dict[str, Any] = {}
         for k, v in kwargs.items():
-            if k in names:
+            if k in self._names:
                 if k in given:
                     raise DispatchError(f"{self.name}() got `{k}` twice. Fix: pass it once")
                 given[k] = v
             else:
                 options[k] = v
+        if options:
+            accepted = _dispatch_options()
+            unknown = [k for k in options if k not in accepted]
+            if unknown:
+                raise DispatchError(f"{self.name}() got unknown argument(s) {unknown}; parameters are "
+                                    f"{list(order)} and dispatch options {sorted(accepted)}. "
+                                    "Fix: check the names")
         return given, options  # dispatch turns numbers for scalar parameters into arrays
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        from ..driver.dispatch import dispatch
-
         inputs, options = self.inputs(*args, **kwargs)
-        accepted = _dispatch_options()
-        unknown = [k for k in options if k not in accepted]
-        if unknown:
-            raise DispatchError(f"{self.name}() got unknown argument(s) {unknown}; parameters are "
-                                f"{[p.name for p in self.params]} and dispatch options "
-                                f"{sorted(accepted)}. Fix: check the names")
-        return dispatch(self.program, inputs, **options)
+        return _dispatch()(self.program, inputs, **options)  # type: ignore[no-any-return]
 
     def __str__(self) -> str:
         return str(self.program)
 
     def __repr__(self) -> str:
         return f"<vyre.kernel {self.__qualname__}: {len(self.params)} params>"
+
+
+@functools.cache
+def _dispatch() -> Any:
+    from ..driver.dispatch import dispatch
+
+    return dispatch
 
 
 @functools.cache
