@@ -245,7 +245,7 @@ def _reduce_chunk(op: str, backend: str | None, chunk: Any, axis: Any = None, ke
 
 def _combine(op: str, result: np.dtype, parts: Any, axis: Any = None, keepdims: bool = False,
              **_dask_options: Any) -> Any:
-    fn: Callable[..., Any] = {"sum": np.sum, "max": np.max, "min": np.min}[op]
+    fn: Any = getattr(np, op)  # np.sum / np.max / np.min
     return fn(parts, axis=axis, keepdims=keepdims).astype(result)
 
 
