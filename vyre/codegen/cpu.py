@@ -460,10 +460,12 @@ def _invocation(body_lines: list[str], has_return: bool, depth: int) -> list[str
                                                                                     depth + 1)
 
 
-def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) -> str:
+def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, vectorize: bool = True) -> str:
     """Python source of a module defining ``vyre_kernel`` for ``program``: ``(*buffers, gx, gy, gz)``,
     or ``(*buffers, n_invocations, chunk)`` for a flat kernel (``VYRE_FLAT``); and, when the
-    program is race free, ``vyre_kernel_parallel`` with the same arguments (``VYRE_PARALLEL``)."""
+    program is race free, ``vyre_kernel_parallel`` with the same arguments (``VYRE_PARALLEL``).
+    ``vectorize=False`` is the safe mode (vyre/driver/cpu_selfcheck.py): every kernel is compiled
+    when the module is imported, with numba's loop vectoriser off."""
     program = simplify(inline_calls(program))
     storage = [b for b in program.buffers if not b.is_workgroup]
     shared = [b for b in program.buffers if b.is_workgroup]
@@ -483,7 +485,9 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
     # dispatch large enough to use it: most dispatches of small problems never pay for numba's
     # (slower) parallel compilation.
     serial_decl = f"@numba.njit(_SIG, cache={cache}, error_model='numpy')"
-    parallel_decl = f"@numba.njit(parallel=True, cache={cache}, error_model='numpy')"
+    # safe mode compiles it now, inside the module's loop_vectorizer_off() block
+    eager = "" if vectorize else "_SIG, "
+    parallel_decl = f"@numba.njit({eager}parallel=True, cache={cache}, error_model='numpy')"
     shared_allocs = [f"{src[b.name]} = np.zeros({b.count}, np.{_np_name(b.element)})" for b in shared]
     wg_ids = ["_wg0 = uint32(_w % _gx)", "_wg1 = uint32((_w // _gx) % _gy)", "_wg2 = uint32(_w // (_gx * _gy))"]
     out: list[str] = []
@@ -514,7 +518,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
                     "        _hi = min(_lo + _chunk, _n)",
                     "        for _g in range(_lo, _hi):", *_indented(inv, 3)]
         out += ["", "", "VYRE_FLAT = True", f"VYRE_PARALLEL = {par}"]
-        return _module(cache, out)
+        return _module(cache, out, vectorize)
     if not lockstep:
         # independent invocations: workgroups in order (or in parallel), lanes in order, inline
         lid_em = Emitter(program, CpuTarget(), src)
@@ -529,7 +533,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
             out += ["", "", parallel_decl, f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
                     "    for _w in numba.prange(_gx * _gy * _gz):", *_indented(group, 2)]
         out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
-        return _module(cache, out)
+        return _module(cache, out, vectorize)
     ls = _Lockstep(program, em, "_bufs, _lanes")
     ls.uniform_block(program.entry, {}, 1)
     body = em.lines
@@ -567,11 +571,19 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False) ->
                 "    for _w in numba.prange(_gx * _gy * _gz):",
                 "        _vy_workgroup(_w, _gx, _gy, _sbufs)"]
     out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
-    return _module(cache, out, "\n\n")
+    return _module(cache, out, vectorize, "\n\n")
 
 
-def _module(cache: bool, out: list[str], sep: str = "\n") -> str:
-    return "\n".join(_cpu_header(cache)) + "\n" + PRELUDE + CPU_PRELUDE + NARROW_PRELUDE + sep + "\n".join(out) + "\n"
+def _module(cache: bool, out: list[str], vectorize: bool, sep: str = "\n") -> str:
+    body = PRELUDE + CPU_PRELUDE + NARROW_PRELUDE + sep + "\n".join(out) + "\n"
+    if not vectorize:  # the source has no multi-line strings: indenting every line is safe
+        body = "with _vy_novec():\n" + "".join(f"    {line}" if line.strip() else line
+                                                  for line in body.splitlines(keepends=True))
+        return "\n".join([*_cpu_header(cache), _NOVEC_IMPORT]) + "\n" + body
+    return "\n".join(_cpu_header(cache)) + "\n" + body
+
+
+_NOVEC_IMPORT = "from vyre.codegen.cpu_runtime import loop_vectorizer_off as _vy_novec"
 
 
 def _cpu_header(cache: bool) -> list[str]:

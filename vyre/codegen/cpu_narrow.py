@@ -15,7 +15,7 @@ not by width).
 Scalar evolution builds such narrow recurrences only from an operation with a *constant* operand:
 ``and`` with a run of ones, ``urem``/``udiv`` by a power of two, ``shl``/``ashr``/``lshr`` by a
 constant amount (and what instcombine folds into those, e.g. ``x - x / 4 * 4``). So the CPU
-emitter hands those constants to LLVM through ``opaque`` (vyre/codegen/cpu_opaque.py), an empty
+emitter hands those constants to LLVM through ``opaque`` (vyre/codegen/cpu_runtime.py), an empty
 inline-assembly statement LLVM cannot fold and hoists out of the loop: scalar evolution sees an
 unknown operand and the access becomes a gather, which is what it is. Loops still vectorise; a mask
 or shift by a register costs what one by an immediate does. Division and remainder by a power of
@@ -54,7 +54,7 @@ def _vy_smod_p2(a, mask):
 '''
 
 #: The import every generated CPU module carries.
-OPAQUE_IMPORT = "from vyre.codegen.cpu_opaque import opaque as _vy_k"
+OPAQUE_IMPORT = "from vyre.codegen.cpu_runtime import opaque as _vy_k"
 
 
 def opaque(src: str) -> str:

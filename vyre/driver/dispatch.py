@@ -189,7 +189,9 @@ def compile(program: Program, backend: str | None = None, *, parallel: bool = Tr
     if b == "cpu":
         from ..codegen.cpu import emit_cpu
 
-        source = emit_cpu(program, parallel=parallel, cache=disk_cache)
+        from .cpu_selfcheck import vectorize_ok
+
+        source = emit_cpu(program, parallel=parallel, cache=disk_cache, vectorize=vectorize_ok())
     else:
         from ..codegen.cuda import emit_cuda
 

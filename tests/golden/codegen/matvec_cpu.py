@@ -4,7 +4,7 @@ import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
 from numba import types as _t
-from vyre.codegen.cpu_opaque import opaque as _vy_k
+from vyre.codegen.cpu_runtime import opaque as _vy_k
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>

@@ -1,0 +1,54 @@
+"""What generated CPU modules import from vyre (the rest of a module is its own source).
+
+* ``opaque(x)``: ``x``, as a value LLVM's optimiser cannot see through; why and where the emitter
+  uses it: vyre/codegen/cpu_narrow.py. An empty inline-assembly statement that returns its operand
+  unchanged in a register. It has no side effects and reads no memory, so LLVM hoists it out of
+  loops and a loop using it still vectorises (a mask or shift by a loop-invariant register costs
+  what one by an immediate does), while constant folding and scalar evolution see an unknown value.
+* ``loop_vectorizer_off()``: the context a module compiled in the CPU backend's safe mode defines
+  its kernels in (vyre/driver/cpu_selfcheck.py): numba's loop vectoriser is off while they compile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from llvmlite import ir
+from numba import types
+from numba.core import config
+from numba.extending import intrinsic
+
+_config_lock = threading.Lock()
+
+
+@intrinsic
+def opaque(typingctx: Any, x: types.Type) -> Any:
+    """``x`` unchanged, hidden from LLVM's constant folding and scalar evolution."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: Any) -> ir.Value:
+        [v] = args
+        asm = ir.InlineAsm(ir.FunctionType(v.type, [v.type]), "", "=r,0", side_effect=False)
+        call = builder.call(asm, [v])
+        call.attributes.add("nounwind")
+        call.attributes.add("readnone")  # memory(none): LICM hoists it out of the loop
+        return call
+
+    return x(x), codegen
+
+
+@contextlib.contextmanager
+def loop_vectorizer_off() -> Iterator[None]:
+    """numba's loop vectoriser off for what compiles inside (numba reads the setting per compile;
+    every kernel of a safe-mode module is compiled eagerly, inside)."""
+    with _config_lock:
+        saved = config.LOOP_VECTORIZE  # type: ignore[attr-defined]  # numba sets it at import
+        config.LOOP_VECTORIZE = False  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            config.LOOP_VECTORIZE = saved  # type: ignore[attr-defined]
