@@ -95,7 +95,7 @@ def _mix(draw: st.DrawFn, names: list[str], extra: Expr) -> Expr:
 
 
 @st.composite
-def carried_loops(draw: st.DrawFn) -> Case:
+def carried_loops(draw: st.DrawFn, max_trips: int = 4) -> Case:
     """A loop carrying 2-4 variables updated one after another from each other's values."""
     k = draw(st.integers(2, 4))
     names = [f"c{j}" for j in range(k)]
@@ -116,14 +116,19 @@ def carried_loops(draw: st.DrawFn) -> Case:
     for _ in range(draw(st.integers(1, 4))):
         target = draw(st.sampled_from(names))
         inner.append(assign(target, _mix(draw, names, extra)))
-    trips_kind = draw(st.sampled_from(["dynamic", "static", "nested"]))
-    trips = draw(st.integers(0, 4))
+    trips_kind = draw(st.sampled_from(["dynamic", "static", "nested", "nested_dynamic", "in_if"]))
+    trips = draw(st.integers(0, max_trips))
+    n = load("n", 0)
     if trips_kind == "static":
         body.append(loop("k", 0, 70, inner))  # past the unroll limit
     elif trips_kind == "nested":
-        body.append(loop("k", 0, load("n", 0), [loop("k2", 0, 2, inner)]))
+        body.append(loop("k", 0, n, [loop("k2", 0, 2, inner)]))
+    elif trips_kind == "nested_dynamic":  # an inner loop not unrolled either, its trips vary
+        body.append(loop("k", 0, n, [loop("k2", var("k"), n, inner)]))
+    elif trips_kind == "in_if":
+        body.append(if_(var("xi").gt(f64(-0.5)), [loop("k", 0, n, inner)]))
     else:
-        body.append(loop("k", 0, load("n", 0), inner))
+        body.append(loop("k", 0, n, inner))
     total: Expr = var(names[0])
     for j, nm in enumerate(names[1:]):
         total = binop(BinOpKind.ADD, total, binop(BinOpKind.MUL, var(nm), f64(float(j + 2))))

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 import vyre
 from tests.autodiff_strategies import Case, programs
 from vyre.autodiff import check_grad, grad, hvp, jvp, run_forward, value_and_grad, value_and_grad_fn, vjp
+from vyre.autodiff.checkpoint import tape_arrays
 from vyre.autodiff.fused import LOSS_PREFIX, loss_program, needs_zero_fill, partial_count, with_loss_partials
 from vyre.driver.dispatch import compile as vcompile
 from vyre.errors import AutodiffError, DispatchError
@@ -126,6 +127,8 @@ def test_loss_partials_sum_to_the_sum_of_the_output(case: Case) -> None:
     args = {**{k: v.copy() for k, v in case.inputs.items()}, LOSS_PREFIX + "out": np.zeros(partial_count(n))}
     for w in case.wrt:
         args["grad_" + w] = np.zeros_like(case.inputs[w])
+    wg = prog.workgroup_size[0]
+    args.update(tape_arrays(case.program, prog, -(-n // wg) * wg))  # loops' tapes, default grid
     res = vcompile(prog, "interp")(args)
     assert float(np.sum(res[LOSS_PREFIX + "out"])) == pytest.approx(float(np.sum(res["out"])), rel=1e-12, abs=1e-12)
 
@@ -163,6 +166,8 @@ def test_gradients_said_to_need_no_zero_fill_are_fully_overwritten(case: Case) -
     base = {k: v.copy() for k, v in case.inputs.items()}
     if any(b.name == "stored_out" for b in fused.buffers):
         base["stored_out"] = np.zeros(case.inputs["out"].size, np.uint32)
+    wg, n = fused.workgroup_size[0], case.inputs["out"].size
+    base.update(tape_arrays(case.program, fused, -(-n // wg) * wg))  # loops' tapes, default grid
     clean = dict(base, **{"grad_" + w: np.zeros_like(case.inputs[w]) for w in case.wrt})
     dirty = dict({k: v.copy() for k, v in base.items()},
                  **{"grad_" + w: np.full_like(case.inputs[w], np.nan) for w in case.wrt})

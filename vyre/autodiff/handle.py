@@ -28,6 +28,7 @@ from ..driver.fast_launch import CAPTURE
 from ..driver.geometry import Grid, grid3
 from ..errors import AutodiffError
 from ..ir.program import Program
+from .checkpoint import tape_arrays
 from .fused import LOSS_PREFIX, loss_program, needs_zero_fill, partial_count
 from .reverse import GRAD_PREFIX, STORED_PREFIX
 from .runners import array_size, forward_grid, forward_lengths, input_kind
@@ -120,6 +121,7 @@ class ValueAndGrad:
             own[GRAD_PREFIX + w] = grads[w] = g
             if needs_zero_fill(fused, w) or invocations < lengths[w]:
                 zero.append(g)
+        own.update(tape_arrays(self.program, fused, g3[0] * self.program.workgroup_size[0], kind))
         if any(b.name == STORED_PREFIX + self.output for b in fused.buffers):
             own[STORED_PREFIX + self.output] = flags = kind.zeros(lengths[self.output], np.dtype(np.uint32))
             zero.append(flags)

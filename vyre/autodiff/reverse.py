@@ -30,14 +30,16 @@ from ..ir.expr import (
     children, lit,
 )
 from ..ir.functions import substitute
+from ..ir._checks import MAX_BUFFERS
 from ..ir.node import Assign, If, Let, Loop, Node, Store
 from ..ir.ops import AtomicOp, BinOpKind, UnOpKind
 from ..ir.program import BufferAccess, BufferDecl, Program
 from ..ir.types import DataType
 from .checks import as_program, check_grad_forward, check_request
 from .dce import eliminate_dead_code
+from .checkpoint import LoopTape, TapePlan
 from .nf import (
-    Names, NIf, NLet, NLoop, NStmt, NStore, active_names, buffer_loads, defined, emit, free_vars, is_atom,
+    Carry, Names, NIf, NLet, NLoop, NStmt, NStore, active_names, buffer_loads, defined, emit, free_vars, is_atom,
     parallel_assign, rename,
 )
 from .prepare import inline_and_rename, remove_returns, source_names
@@ -62,8 +64,10 @@ def _private_key(buf: str) -> str:
 
 class _Reverse:
     def __init__(self, program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType],
-                 names: Names, outputs: list[str], inputs: list[str], *, private_ok: bool) -> None:
+                 names: Names, outputs: list[str], inputs: list[str], *, private_ok: bool,
+                 tape: TapePlan | None = None) -> None:
         self.program = program
+        self.tape = tape
         self.names = names
         self.outputs = set(outputs)
         self.inputs = set(inputs)
@@ -170,6 +174,44 @@ class _Reverse:
                     pass
         return False
 
+    # -- replay -------------------------------------------------------------------------------
+
+    def replay(self, stmts: tuple[NStmt, ...], *, stores: bool = False) -> list[Node]:
+        """IR recomputing ``stmts`` (see :func:`emit`), taping the loops directly in ``stmts``:
+        :meth:`block` reverses exactly these statements next, in the same scope."""
+        if self.tape is None:
+            return emit(stmts, self.names, stores=stores)
+        out: list[Node] = []
+        for s in stmts:
+            if isinstance(s, NLoop) and s.carried:
+                out += self.taped_loop(s, stores)
+            else:
+                out += emit((s,), self.names, stores=stores)
+        return out
+
+    def taped_loop(self, s: NLoop, stores: bool) -> list[Node]:
+        """The loop, storing its carried values at the start of every ``stride``-th iteration."""
+        t = self.tape
+        assert t is not None
+        n, stride = self.names.fresh("trips"), self.names.fresh("stride")
+        c, k = Var(t.c), Var(t.k)
+        out: list[Node] = [
+            Let(n, Select(_b(BinOpKind.GT, s.end, s.start), _b(BinOpKind.SUB, s.end, s.start), LitU32(0))),
+            Let(stride, Select(_b(BinOpKind.LE, Var(n), c), LitU32(1), _b(BinOpKind.DIV, _b(
+                BinOpKind.ADD, Var(n), _b(BinOpKind.SUB, k, LitU32(1))), k))),
+        ]
+        cols = {cv.name: t.new_buffer(cv.ty) for cv in s.carried}
+        t.loops[s.var] = LoopTape(n, stride, cols)
+        out += [Let(cv.name, cv.entry) for cv in s.carried]
+        rel = _b(BinOpKind.SUB, Var(s.var), s.start)
+        record = If(_b(BinOpKind.EQ, _b(BinOpKind.MOD, rel, Var(stride)), LitU32(0)),
+                    tuple(t.store(cols[cv.name], _b(BinOpKind.DIV, rel, Var(stride)), Var(cv.name), cv.ty)
+                          for cv in s.carried))
+        body: list[Node] = [record, *emit(s.body, self.names, stores=stores)]
+        body += parallel_assign([(cv.name, cv.next) for cv in s.carried], self.names)
+        out.append(Loop(s.var, s.start, s.end, tuple(body)))
+        return out
+
     # -- statements ---------------------------------------------------------------------------
 
     def block(self, stmts: tuple[NStmt, ...], env: _Env, out: list[Node]) -> None:
@@ -264,7 +306,7 @@ class _Reverse:
         for stmts, pick in ((s.then, lambda p: p.then), (s.other, lambda p: p.other)):
             subst: dict[str, Expr] = {}
             copy = rename(stmts, subst, self.names)
-            body = emit(copy, self.names, stores=False)
+            body = self.replay(copy)
             child = _Env({}, dict(child_proto.acc))
             for p, d in seeds:
                 self.contribute(child, body, substitute(pick(p), subst), d)
@@ -281,6 +323,9 @@ class _Reverse:
         extra = {c.next.name for c in s.carried if isinstance(c.next, Var)} - defined(s.body)
         inner_defs = {s.var} | {c.name for c in s.carried}
         child_targets = self.targets(s.body, extra) - inner_defs
+        if self.tape is not None and s.var in self.tape.loops:
+            self.loop_taped(s, env, out, act_carried, child_targets)
+            return
         child_proto, new = self.open_scope(env, out, child_targets)
         adjc = {}
         for c in act_carried:
@@ -316,6 +361,89 @@ class _Reverse:
         self.close_scope(env, new)
         for c in act_carried:
             self.contribute(env, out, c.entry, Var(adjc[c.name]))
+
+    def loop_taped(self, s: NLoop, env: _Env, out: list[Node], act_carried: list[Carry],
+                   child_targets: set[str]) -> None:
+        """Reverse a loop whose replay taped its carried values (see :mod:`.checkpoint`):
+        segments last to first; a segment of more than one iteration is first replayed from
+        its checkpoint into the segment slots; then its iterations are reversed, each restoring
+        its carried values from the tape, recomputing its locals and running its adjoint."""
+        t = self.tape
+        assert t is not None
+        lt = t.loops[s.var]
+        fresh = self.names.fresh
+        u32 = LitU32
+        n, stride = Var(lt.trips), Var(lt.stride)
+        kk, ss = Var(t.k), Var(t.s)
+        child_proto, new = self.open_scope(env, out, child_targets)
+        adjc: dict[str, str] = {}
+        for c in act_carried:
+            adjc[c.name] = fresh("adjc")
+            self.zeroable.add(adjc[c.name])
+            out.append(Let(adjc[c.name], env.adj.get(c.name, lit(0.0, c.ty))))
+        nseg = fresh("nseg")
+        out.append(Let(nseg, Select(_b(BinOpKind.EQ, n, u32(0)), u32(0), _b(BinOpKind.DIV, _b(
+            BinOpKind.ADD, n, _b(BinOpKind.SUB, stride, u32(1))), stride))))
+        rs, seg_i, base, ln, multi = fresh("rs"), fresh("seg"), fresh("base"), fresh("len"), fresh("multi")
+        seg: list[Node] = [
+            Let(seg_i, _b(BinOpKind.SUB, _b(BinOpKind.SUB, Var(nseg), u32(1)), Var(rs))),
+            Let(base, _b(BinOpKind.MUL, Var(seg_i), stride)),
+            Let(ln, _b(BinOpKind.MIN, stride, _b(BinOpKind.SUB, n, Var(base)))),
+            Let(multi, _b(BinOpKind.GT, stride, u32(1))),
+        ]
+        first = _b(BinOpKind.ADD, s.start, Var(base))
+
+        def advance(state: dict[str, str], var: Expr, record: list[Node]) -> list[Node]:
+            sub: dict[str, Expr] = {s.var: var, **{c.name: Var(state[c.name]) for c in s.carried}}
+            copy = rename(s.body, sub, self.names)
+            body = record + emit(copy, self.names, stores=False)
+            return body + parallel_assign([(state[c.name], substitute(c.next, sub)) for c in s.carried],
+                                          self.names)
+
+        # Replay the segment from its checkpoint, storing the states that fit the segment slots.
+        st = {c.name: self.names.copy_of(c.name) for c in s.carried}
+        seg += [Let(st[c.name], t.load(lt.columns[c.name], Var(seg_i), c.ty)) for c in s.carried]
+        j = fresh("rj")
+        rec: list[Node] = [If(_b(BinOpKind.LT, Var(j), ss), tuple(
+            t.store(lt.columns[c.name], _b(BinOpKind.ADD, kk, Var(j)), Var(st[c.name]), c.ty)
+            for c in s.carried))]
+        seg.append(Loop(j, u32(0), Select(Var(multi), Var(ln), u32(0)),
+                        tuple(advance(st, _b(BinOpKind.ADD, first, Var(j)), rec))))
+        # Reverse the segment's iterations.
+        r2, tt, slot = fresh("rt"), fresh("t"), fresh("slot")
+        it: list[Node] = [
+            Let(tt, _b(BinOpKind.SUB, _b(BinOpKind.SUB, Var(ln), u32(1)), Var(r2))),
+            Let(slot, Select(_b(BinOpKind.AND, Var(multi), _b(BinOpKind.LT, Var(tt), ss)),
+                             _b(BinOpKind.ADD, kk, Var(tt)), Var(seg_i))),
+        ]
+        cc = {c.name: self.names.copy_of(c.name) for c in s.carried}
+        it += [Let(cc[c.name], t.load(lt.columns[c.name], Var(slot), c.ty)) for c in s.carried]
+        # States past the segment slots (more than about C^2/4 trips) are recomputed from the
+        # segment's checkpoint.
+        f = fresh("rf")
+        far = _b(BinOpKind.AND, Var(multi), _b(BinOpKind.GE, Var(tt), ss))
+        it.append(Loop(f, u32(0), Select(far, Var(tt), u32(0)),
+                       tuple(advance(cc, _b(BinOpKind.ADD, first, Var(f)), []))))
+        i = self.names.copy_of(s.var)
+        it.append(Let(i, _b(BinOpKind.ADD, first, Var(tt))))
+        sub2: dict[str, Expr] = {s.var: Var(i), **{n_: Var(m) for n_, m in cc.items()}}
+        copy = rename(s.body, sub2, self.names)
+        it += self.replay(copy)
+        child = _Env({}, dict(child_proto.acc))
+        for c in act_carried:
+            self.contribute(child, it, substitute(c.next, sub2), Var(adjc[c.name]))
+        self.block(copy, child, it)
+        it += parallel_assign([(adjc[c.name], child.adj.get(cc[c.name], lit(0.0, c.ty)))
+                               for c in act_carried], self.names)
+        seg.append(Loop(r2, u32(0), Var(ln), tuple(it)))
+        out.append(Loop(rs, u32(0), Var(nseg), tuple(seg)))
+        self.close_scope(env, new)
+        for c in act_carried:
+            self.contribute(env, out, c.entry, Var(adjc[c.name]))
+
+
+def _b(op: BinOpKind, a: Expr, b: Expr) -> BinOp:
+    return BinOp(op, a, b)
 
 
 def _identity(e: Expr) -> Expr:
@@ -431,8 +559,27 @@ def grad(program: Program, outputs: str | Sequence[str], inputs: str | Sequence[
     body = remove_returns(body, names)
     stmts, types = to_normal_form(program, body, names)
     private_ok = grid_1d and program.workgroup_size[1:] == (1, 1)
-    rev = _Reverse(program, stmts, dict(types), names, outs, ins, private_ok=private_ok)
-    entry: list[Node] = emit(stmts, names, stores=with_value)
+    opts = (accumulate, with_value, unit_cotangent)
+    result = _build(program, stmts, types, names, outs, ins, private_ok, private_ok, opts)
+    if len(result.buffers) > MAX_BUFFERS:  # too many tapes: reverse loops by recomputation
+        result = _build(program, stmts, types, names, outs, ins, private_ok, False, opts)
+    return result  # dispatch validates it (before compiling); the tests validate every shape
+
+
+def _build(program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType], names: Names,
+           outs: list[str], ins: list[str], private_ok: bool, taped: bool,
+           opts: tuple[bool, bool, bool]) -> Program:
+    accumulate, with_value, unit_cotangent = opts
+    tape = None
+    if taped:
+        taken = {b.name for b in program.buffers}
+        info = next(n for n in ("tape_info", *(f"tape_info{k}" for k in range(1, 100))) if n not in taken)
+        taken.add(info)
+        tape = TapePlan(info, taken, names.fresh("tape_c"), names.fresh("tape_k"), names.fresh("tape_s"),
+                        names.fresh("tape_g"))
+    rev = _Reverse(program, stmts, dict(types), names, outs, ins, private_ok=private_ok, tape=tape)
+    entry: list[Node] = tape.prologue() if tape is not None else []
+    entry += rev.replay(stmts, stores=with_value)
     env = _Env()
     rev.block(stmts, env, entry)
     gid = InvocationId(0)
@@ -463,11 +610,15 @@ def grad(program: Program, outputs: str | Sequence[str], inputs: str | Sequence[
         buffers.append(BufferDecl(GRAD_PREFIX + name, binding, BufferAccess.READ_WRITE, d0.element,
                                   d0.count, is_output=True))
         binding += 1
-    body_out = eliminate_dead_code(tuple(entry))
+    scratch = frozenset(tape.buffers) if tape is not None else frozenset()
+    used: set[str] = set()
+    body_out = eliminate_dead_code(tuple(entry), scratch, used)
+    if tape is not None:
+        body_out = tape.finish(body_out, used)
+        buffers += tape.declare(used, binding)
     if unit_cotangent:
         body_out = _unit_cotangents(body_out, program, outs)
-    result = Program(tuple(buffers), program.workgroup_size, body_out, ())
-    return result.validate()
+    return Program(tuple(buffers), program.workgroup_size, body_out, ())
 
 
 def _unit_cotangents(body: tuple[Node, ...], program: Program, outs: list[str]) -> tuple[Node, ...]:

@@ -27,6 +27,7 @@ from ..driver.geometry import Grid, default_grid, grid3, launch_grid
 from ..errors import AutodiffError
 from ..ir.program import Program
 from .checks import as_names, as_program, scalar_inputs
+from .checkpoint import tape_arrays
 from .forward import TANGENT_PREFIX, jvp_program
 from .fused import LOSS_PREFIX, loss_program, partial_count
 from .reverse import GRAD_PREFIX, STORED_PREFIX, grad
@@ -161,6 +162,7 @@ def vjp(program: Program | Tape, inputs: Mapping[str, Any], cotangents: Mapping[
     for name, cot in cotangents.items():
         args[GRAD_PREFIX + name] = cot
     grads = _bind_gradients(program, back, inputs, lengths, list(cotangents), wrt, args, kind)
+    args.update(tape_arrays(program, back, g3[0] * program.workgroup_size[0], kind))
     res = run_program(back, args, backend=backend, grid=g3)
     return {w: kind.wrap(res.get(GRAD_PREFIX + w, grads[w])) for w in wrt}
 
@@ -295,6 +297,7 @@ def hvp(program: Program | Tape, inputs: Mapping[str, Any], output: str | Sequen
         args[STORED_PREFIX + output] = kind.zeros(n_out, np.dtype(np.uint32))
     for w in wrt:
         args[GRAD_PREFIX + w] = kind.zeros_like(inputs[w])
+    args.update(tape_arrays(program, back, g3[0] * program.workgroup_size[0], kind))
     missing = [w for w in wrt if w not in vectors]
     if missing:
         raise AutodiffError(f"no direction given for {missing}. Fix: pass vectors for every wrt input")
@@ -326,6 +329,7 @@ def _fused_value_and_grad(program: Program, inputs: Mapping[str, Any], output: s
         if b.access.writable and not b.is_workgroup and b.name in inputs:
             args[b.name] = kind.copy(args[b.name])
     grads = _bind_gradients(program, fused, inputs, lengths, [output], wrt, args, kind)
+    args.update(tape_arrays(program, fused, g3[0] * program.workgroup_size[0], kind))
     if partials:
         args[LOSS_PREFIX + output] = kind.zeros(partial_count(lengths[output]), np.dtype(np.float64))
     res = run_program(fused, args, backend=backend, grid=g3)

@@ -37,6 +37,7 @@ from ..ir.node import Block, If, Let, Loop, Node, Region, Store, node_exprs, wal
 from ..ir.program import BufferAccess, BufferDecl, Program
 from ..ir.types import DataType
 from .forward import TANGENT_PREFIX, jvp_program
+from .checkpoint import tape_arrays
 from .runners import Grid, run_program
 from .runners import vjp as _vjp
 
@@ -489,6 +490,7 @@ def hvp(tape: Tape, inputs: Mapping[str, np.ndarray], output: str, wrt: Sequence
                     args[STORED_PREFIX + p] = np.zeros(lengths[p], dtype=np.uint32)
             for p in ins:
                 args[GRAD_PREFIX + p] = np.zeros(lengths[p], dtype=before[p].dtype)
+            args.update(tape_arrays(st.program, back, g3[0] * st.program.workgroup_size[0]))
             tans = {p: v for p, v in dfwd[k].items()
                     if st.program.buffer(p).access.readable and p not in written}
             tans.update({GRAD_PREFIX + p: dgrads[st.shared(p)] for p in outs})
