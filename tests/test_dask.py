@@ -243,3 +243,17 @@ def test_distributed_two_worker_processes(tmp_path) -> None:
         got3 = client.compute(vyre.dask.map_blocks(_chain(), {"x": dxf, "y": dxf}, "out", backend="cpu")).result()
         np.testing.assert_allclose(got3, want3, rtol=2e-6, atol=1e-6)
         assert len(client.scheduler_info()["workers"]) == 2
+
+
+def test_the_readme_dask_command_runs() -> None:
+    """The README's one-line Dask command stays true."""
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    m = re.search(r'^python3 -c "(import numpy as np, dask\.array.*)"$', readme, re.M)
+    assert m is not None, "README lost its Dask command"
+    code = m.group(1).replace("print(", "result = (").replace(".compute())", ".compute(scheduler='threads'))")
+    scope: dict[str, object] = {}
+    exec(code, scope)
+    assert float(scope["result"]) > 0  # type: ignore[arg-type]
