@@ -475,3 +475,36 @@ def test_powers_and_stop_gradient_match_builders() -> None:
     g = autodiff.vjp(powers, {"x": xs, "out": np.zeros(16, np.float32)}, {"out": np.ones(16, np.float32)}, "x",
                      backend="interp")["x"]
     np.testing.assert_allclose(g, 2 * xs + 0.5 * xs**-0.5 + 3 * xs**2 + 1.5 * xs * xs**0.5, rtol=1e-4)
+
+
+@vyre.func
+def piecewise(v):
+    if v < 0.0:
+        r = -v
+    elif v < 1.0:
+        r = v * v
+    else:
+        r = 1.0
+    return r
+
+
+@vyre.kernel
+def branches(x: Array[f32], out: Array[f32]):
+    i = vyre.gid()
+    if i < len(out):
+        if x[i] > 0.5:
+            y = 2.0
+            k = 1
+        else:
+            y = x[i]
+            k = 2
+        out[i] = y * vyre.f32(k) + piecewise(x[i])
+
+
+def test_a_local_assigned_in_both_branches_outlives_the_if() -> None:
+    text = str(branches.program)
+    assert "let y = 0.0f32" in text and "let k = 0u32" in text
+    x = np.linspace(-1.5, 1.5, 13, dtype=np.float32)
+    got = branches(x, np.zeros_like(x), backend="interp")["out"]
+    pw = np.where(x < 0, -x, np.where(x < 1, x * x, 1.0))
+    np.testing.assert_allclose(got, np.where(x > 0.5, 2.0 * 1, x * 2) + pw, rtol=1e-6)

@@ -308,3 +308,17 @@ def test_bad_workgroup_size() -> None:
 
     with pytest.raises(FrontendError, match="workgroup_size"):
         vyre.kernel(workgroup_size=0)(lambda: None)
+
+
+def test_branches_that_disagree_on_a_type_leave_the_local_inside(tmp_path: Path) -> None:
+    body = """
+@vyre.kernel
+def k(x: Array[f32], out: Array[f32]):
+    if x[0] > 0.0:
+        t = 1.0
+    else:
+        t = 1
+    out[0] = t  # <-
+"""
+    with pytest.raises(FrontendError, match="give `t` a value before the block"):
+        _load(tmp_path, body)

@@ -1,8 +1,9 @@
 """Lowering a kernel function's statements to IR statements, and assembling the Program.
 
 Scoping follows the IR: a local first assigned inside an ``if`` or a loop lives in that block; using
-it after the block is an error with a fix (give it a value before the block). A local keeps the type
-of its first assignment. ``@vyre.func`` calls become IR ``Call`` s of a ``FunctionDef`` when the
+it after the block is an error with a fix (give it a value before the block), except that a local
+assigned in both branches of an ``if``/``else`` with one type is declared before the ``If``. A local
+keeps the type of its first assignment. ``@vyre.func`` calls become IR ``Call`` s of a ``FunctionDef`` when the
 function is one pure ``return`` over annotated scalar parameters, and are inlined otherwise.
 """
 
@@ -97,6 +98,7 @@ class FnLowering(ExprLowering):
         self.gone: dict[str, str] = {}
         self.pure = False
         self.ret: tuple[str, list[Node], DataType | None] | None = None  # inlined: result local
+        self.irnames: dict[str, str] = {}
         state.used |= _names(src.tree)
 
     # ---- plumbing for the expression half -------------------------------------------------------
@@ -119,15 +121,37 @@ class FnLowering(ExprLowering):
         self.gone.pop(name, None)
 
     def block(self, body: list[ast.stmt], where: str) -> list[Node]:
+        return self.scoped_block(body, where)[0]
+
+    def scoped_block(self, body: list[ast.stmt], where: str) -> tuple[list[Node], dict[str, Binding]]:
+        """The statements of a nested scope, and the locals it bound (gone after it)."""
         self.scopes.append({})
         out: list[Node] = []
         for s in body:
             self.stmt(s, out)
-        for name, b in self.scopes.pop().items():
+        scope = self.scopes.pop()
+        for name, b in scope.items():
             if isinstance(b, Local):
                 self.gone[name] = (f"`{name}` was first assigned inside {where} (line "
                                    f"{b.line + self.src.line_offset}), so it exists only in that block")
-        return out
+        return out, scope
+
+    def if_stmt(self, s: ast.If, c: Typed, pre: list[Node]) -> None:
+        """An If; a local first assigned in *both* branches with one type outlives the If (Python
+        code does this all the time): it is declared before the If and assigned in each branch."""
+        line = s.lineno + self.src.line_offset
+        then, t_new = self.scoped_block(s.body, f"the `if` at line {line}")
+        other, e_new = self.scoped_block(s.orelse, f"the `else` of line {line}")
+        for name, a in t_new.items():
+            b = e_new.get(name)
+            if not (isinstance(a, Local) and isinstance(b, Local) and not a.loop and not b.loop
+                    and a.ir == b.ir and a.dtype is b.dtype):
+                continue
+            then, other = _let_to_assign(then, a.ir), _let_to_assign(other, a.ir)
+            zero = literal(0, a.dtype) if a.dtype is not DataType.BOOL else LitBool(False)
+            pre.append(self.note(Let(a.ir, zero), s))
+            self.bind(name, Local(a.ir, a.dtype, a.line))
+        pre.append(self.note(If(c.expr, tuple(then), tuple(other)), s))
 
     # ---- statements ----------------------------------------------------------------------------
 
@@ -160,9 +184,7 @@ class FnLowering(ExprLowering):
                     # a compile-time flag (if DEBUG:): only the taken branch is compiled
                     pre += self.block(body if c.expr.value else orelse, "an `if`")
                 else:
-                    then = self.block(body, f"the `if` at line {s.lineno + self.src.line_offset}")
-                    other = self.block(orelse, f"the `else` of line {s.lineno + self.src.line_offset}")
-                    pre.append(self.note(If(c.expr, tuple(then), tuple(other)), s))
+                    self.if_stmt(s, c, pre)
             case ast.For():
                 self.for_loop(s, pre)
             case ast.Return(value=value):
@@ -201,7 +223,7 @@ class FnLowering(ExprLowering):
             if pre and isinstance(tv.expr, Var) and isinstance(pre[-1], Let) and pre[-1].name == tv.expr.name:
                 # `old = atomic_add(...)`, `s = subgroup_reduce(...)`: bind under the user's name
                 tv = Typed(pre.pop().value, tv.dtype)  # type: ignore[union-attr]
-            self.bind(name, Local(name if self.kernel else self.fresh(self.prefix + name), tv.dtype, s.lineno))
+            self.bind(name, Local(self.ir_name(name), tv.dtype, s.lineno))
             local = self.current(name)
             assert isinstance(local, Local)
             pre.append(self.note(Let(local.ir, tv.expr), s))
@@ -259,6 +281,15 @@ class FnLowering(ExprLowering):
             if name in scope:
                 return scope[name]
         return None
+
+    def ir_name(self, name: str) -> str:
+        """The IR name of a local: the Python name in a kernel; in an inlined function one fresh
+        name per Python name (so both branches of an if bind the same one)."""
+        if self.kernel:
+            return name
+        if name not in self.irnames:
+            self.irnames[name] = self.fresh(self.prefix + name)
+        return self.irnames[name]
 
     @property
     def prefix(self) -> str:
@@ -475,6 +506,11 @@ class FnLowering(ExprLowering):
 _IMPURE_EXPRS = {"InvocationId", "LocalId", "WorkgroupId", "SubgroupLocalId", "SubgroupSize",
                  "SubgroupBallot", "SubgroupShuffle", "SubgroupReduce", "BufLen"}
 _RESERVED_CALLS = {"min", "max", "abs", "len", "select", "fma", "lane", "ballot", "shuffle", "gid", "lid", "wgid"}
+
+
+def _let_to_assign(body: list[Node], name: str) -> list[Node]:
+    """``body`` with its top-level ``Let name = v`` made ``name = v`` (declared before the If)."""
+    return [Assign(n.name, n.value) if isinstance(n, Let) and n.name == name else n for n in body]
 
 
 def _is_doc(s: ast.stmt) -> bool:
