@@ -6,7 +6,11 @@ the interpreter and the CPU backend."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -508,3 +512,39 @@ def test_a_local_assigned_in_both_branches_outlives_the_if() -> None:
     got = branches(x, np.zeros_like(x), backend="interp")["out"]
     pw = np.where(x < 0, -x, np.where(x < 1, x * x, 1.0))
     np.testing.assert_allclose(got, np.where(x > 0.5, 2.0 * 1, x * 2) + pw, rtol=1e-6)
+
+
+SIM_SCRIPT = '''
+import numpy as np
+import vyre
+from vyre import Array, f32, u32
+
+@vyre.kernel(workgroup_size=32)
+def saxpy(a: f32, n: u32, x: Array[f32], y: Array[f32], out: Array[f32]):
+    i = vyre.gid()
+    if i < n:
+        out[i] = a * x[i] + y[i]
+
+x = np.arange(40, dtype=np.float32)
+y = np.ones(40, np.float32)
+for a in (2.0, -1.5):
+    got = saxpy(a, 37, x, y, np.zeros(40, np.float32), backend="cudasim")["out"]
+    want = np.where(np.arange(40) < 37, np.float32(a) * x + y, 0)
+    assert np.array_equal(got, want), (got, want)
+print("OK")
+'''
+
+
+def test_scalar_parameters_on_the_cuda_simulator(tmp_path: Path) -> None:
+    """The GPU path binds a scalar parameter from a number too (the simulator runs in a child
+    process: NUMBA_ENABLE_CUDASIM is read when numba.cuda is imported)."""
+    script = tmp_path / "sim_saxpy.py"
+    script.write_text(SIM_SCRIPT)
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
+
+
+def test_dispatch_options_pass_through_dim() -> None:
+    out = workgroup_ids(np.full(200, 7, np.uint32), backend="interp", dim=128)["out"]  # 2 workgroups of 64
+    assert list(out[:128]) == [0] * 64 + [1] * 64 and (out[128:] == 7).all()
