@@ -23,6 +23,7 @@ import numpy as np
 
 SIZES = {"small": (1024, 16), "large": (1 << 20, 64)}  # (samples, features)
 LR = 0.5
+NOTES: list[str] = []
 
 
 def logistic_program(n: int) -> Any:
@@ -92,6 +93,26 @@ def run_vyre(X: np.ndarray, y: np.ndarray, steps: int, graph: bool) -> tuple[flo
     args["w"].fill(0)
     args["b"].fill(0)
     cp.cuda.Device().synchronize()
+    if not graph and n >= 1 << 16:  # where the time goes: forward alone, fused value+grad, update
+        def dev_ms(fn: Any) -> float:
+            a, b = cp.cuda.Event(), cp.cuda.Event()
+            fn()
+            a.record()
+            for _ in range(20):
+                fn()
+            b.record()
+            b.synchronize()
+            return cp.cuda.get_elapsed_time(a, b) / 20
+
+        w0, b0 = args["w"].copy(), args["b"].copy()
+        fwd = dev_ms(lambda: vyre.dispatch(prog, args, backend="cuda"))
+        fused = dev_ms(lambda: vg(args))
+        upd_t = dev_ms(lambda: vyre.dispatch(upd, uargs, backend="cuda", grid=ugrid))
+        NOTES.append(f"vyre device time per step at {n} x {d}: forward kernel alone {fwd:.3f} ms, "
+                     f"value_and_grad_fn {fused:.3f} ms, update {upd_t:.3f} ms")
+        args["w"][:] = w0
+        args["b"][:] = b0
+        cp.cuda.Device().synchronize()
     if graph:
         with vyre.graph.capture() as gr:
             parts, _ = vg(args)
@@ -223,6 +244,9 @@ def main() -> None:
         losses = [loss for _, loss in rows.values()]
         spread = (max(losses) - min(losses)) / max(abs(min(losses)), 1e-12) if losses else float("nan")
         print(f"\nfinal losses agree within {spread:.2e} (relative)")
+        for note in NOTES:
+            print(f"\n{note}")
+        NOTES.clear()
         assert spread < 1e-3, f"final losses disagree: {rows}"
         results[size] = {k: {"us": v[0] * 1e6, "loss": v[1]} for k, v in rows.items()}
     out = os.environ.get("OUT")

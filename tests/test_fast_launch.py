@@ -179,6 +179,7 @@ class TorchLike(FakeDeviceArray):
         index = 0
 
     device = _Dev()
+    requires_grad = False
 
     def data_ptr(self) -> int:
         return int(self.__cuda_array_interface__["data"][0])
@@ -221,6 +222,31 @@ def test_torch_tensors_are_pinned_with_their_storage_checked_on_torchs_stream(
     t.__cuda_array_interface__ = dict(t.__cuda_array_interface__, data=(4096, False))
     t.shape = (4,)  # t.resize_(4)
     assert not fast.matches({"t": t, "u": u}, None, None)
+
+
+def test_other_torch_tensors_of_the_same_layout_are_rebound_by_pointer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vyre.driver import fast_launch
+
+    monkeypatch.setattr(fast_launch, "torch_stream", lambda index: 0)
+    t, u, o = TorchLike(4096, 8), FakeDeviceArray(8192, 8), TorchLike(12288, 8)
+    rec = Recorder(True, 21)
+    inputs = {"t": t, "u": u, "o": o}
+    fast = build_fast_launch(rec.launcher, 1, inputs, [t, u, o], (), (1, 1, 1), (32, 1, 1), None, None, None,
+                             ("o",), 0, ("t", "u", "o"))
+    assert fast is not None
+    t2, o2 = TorchLike(65536, 8), TorchLike(131072, 8)  # a new detached view, a new output
+    new = {"t": t2, "u": u, "o": o2}
+    assert not fast.matches(new, None, None) and fast.rebind(new, None, None)
+    assert fast.matches(new, None, None)
+    assert fast(new) == {"o": o2}
+    assert rec.calls[-1]["params"] == _abi([t2, u, o2])
+    assert not fast.rebind({"t": TorchLike(4096, 9), "u": u, "o": o2}, None, None)  # another length
+    assert not fast.rebind({"t": t2, "u": FakeDeviceArray(8192, 8), "o": o2}, None, None)  # u is not torch
+    assert not fast.rebind({"t": t2, "u": u, "o": TorchLike(65536 + 8, 8)}, None, None)  # o overlaps t
+    wrong = TorchLike(200000, 8)
+    wrong.dtype = np.dtype(np.float64)
+    assert not fast.rebind({"t": wrong, "u": u, "o": o2}, None, None)
+    assert rec.calls[-1]["params"] == _abi([t2, u, o2])  # refusals changed nothing
 
 
 def test_a_graph_capture_stream_takes_every_cached_launch() -> None:

@@ -16,14 +16,15 @@ for buffers the forward writes are written in place. A call over other arrays (o
 
 from __future__ import annotations
 
+import functools
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..driver.arrays import ArrayKind
+from ..driver.arrays import ArrayKind, DeviceFill, copy_device_bytes, current_stream, device_pointer
 from ..driver.fast_launch import CAPTURE
 from ..driver.geometry import Grid, grid3
 from ..errors import AutodiffError
@@ -40,12 +41,22 @@ class _Setup:
 
     refs: tuple[tuple[str, weakref.ref[Any]], ...]
     own: dict[str, Any]  # buffers the handle allocated, by buffer name
-    zero: tuple[Any, ...]  # those to zero-fill before each launch
+    zero: tuple[Callable[[], None], ...]  # zero fills to run before each launch
     grads: dict[str, Any]
     loss_of: Any  # the partials buffer, or the output to sum
     kind: ArrayKind
     grid: tuple[int, int, int]
     program: Program  # the fused program this set runs
+    scalar_src: int = 0  # device pointer of a one-element partials buffer: the loss is copied out
+
+    def loss(self) -> Any:
+        if self.scalar_src:
+            made = self.kind.device_scalar()
+            if made is not None:  # one partial: an 8-byte copy into a new device scalar, no reduction kernel
+                out, dst = made
+                copy_device_bytes(dst, self.scalar_src, 8, current_stream(out))
+                return out
+        return self.kind.total(self.loss_of)
 
     def matches(self, inputs: Mapping[str, Any]) -> bool:
         if len(inputs) != len(self.refs):
@@ -81,14 +92,14 @@ class ValueAndGrad:
         st = self._setup
         if st is None or not st.matches(inputs):
             st = self._setup = self._prepare(inputs)
-        for a in st.zero:
-            st.kind.zero_(a)
+        for fill in st.zero:
+            fill()
         args = dict(st.own)
         args.update(inputs)
         dispatch(st.program, args, backend=self.backend, grid=st.grid)
         if CAPTURE.stream is not None:  # a library reduction would run outside the capture (vyre.graph)
             return st.loss_of, dict(st.grads)
-        return st.kind.total(st.loss_of), dict(st.grads)
+        return st.loss(), dict(st.grads)
 
     def _prepare(self, inputs: Mapping[str, Any]) -> _Setup:
         if not isinstance(inputs, Mapping):
@@ -132,13 +143,16 @@ class ValueAndGrad:
             zero.append(loss_of)
         else:
             loss_of = inputs.get(self.output, own.get(self.output))
+        fills = tuple(DeviceFill(a) if kind.device else functools.partial(kind.zero_, a) for a in zero)
+        scalar_src = device_pointer(loss_of) if partials and kind.device and kind.size(loss_of) == 1 else 0
         try:
             refs = tuple((name, weakref.ref(obj)) for name, obj in inputs.items())
         except TypeError:
             refs = ()  # arrays that cannot be referenced weakly never match: set up again each call
         if any(array_size(v) == 0 for v in inputs.values()):
             refs = ()
-        return _Setup(refs if len(refs) == len(inputs) else (), own, tuple(zero), grads, loss_of, kind, g3, fused)
+        return _Setup(refs if len(refs) == len(inputs) else (), own, fills, grads, loss_of, kind, g3, fused,
+                      scalar_src)
 
 def value_and_grad_fn(program: Program, output: str | Sequence[str], wrt: str | Sequence[str], *,
                       backend: str | None = None, grid: Grid | None = None) -> ValueAndGrad:

@@ -63,6 +63,10 @@ class ArrayKind:
         """A result array (of this kind, or a view vyre made) as the caller's kind."""
         return a
 
+    def device_scalar(self) -> tuple[Any, int] | None:
+        """A new float64 0-d device array and its pointer (None: this kind has no device scalar)."""
+        return None
+
 
 class CupyKind(ArrayKind):
     name = "cupy"
@@ -97,6 +101,10 @@ class CupyKind(ArrayKind):
 
     def to_host(self, a: Any) -> np.ndarray:
         return np.asarray(a.get())
+
+    def device_scalar(self) -> tuple[Any, int] | None:
+        out = self.cp.empty((), dtype=np.float64)
+        return out, int(out.data.ptr)
 
     def size(self, a: Any) -> int:
         return int(a.size)
@@ -150,6 +158,12 @@ class TorchKind(ArrayKind):
 
     def to_host(self, a: Any) -> np.ndarray:
         return np.asarray(a.detach().cpu().numpy())
+
+    def device_scalar(self) -> tuple[Any, int] | None:
+        if not self.device:
+            return None
+        out = self.torch.empty((), dtype=self.torch.float64, device=self.dev)
+        return out, int(out.data_ptr())
 
     def size(self, a: Any) -> int:
         return int(a.numel())
@@ -232,7 +246,8 @@ class JaxKind(ArrayKind):
         self.inner.zero_(a)
 
     def total(self, a: Any) -> Any:
-        return self.inner.total(self.view(a))
+        t = self.inner.total(self.view(a))
+        return t if isinstance(t, float) else self.wrap(t)
 
     def ones(self, n: int, dtype: np.dtype) -> Any:
         return self.inner.ones(n, dtype)
@@ -254,6 +269,8 @@ class JaxKind(ArrayKind):
             return a
         if not self.device:
             return np.from_dlpack(a)
+        if isinstance(self.inner, CupyKind):
+            return self.inner.cp.from_dlpack(a)
         from numba import cuda
 
         from .dlpack import device_view
@@ -265,7 +282,9 @@ class JaxKind(ArrayKind):
 
         if isinstance(a, np.ndarray):
             return jax.numpy.asarray(a)
-        return jax.dlpack.from_dlpack(a)
+        if hasattr(a, "__dlpack__"):  # CuPy: zero-copy
+            return jax.dlpack.from_dlpack(a)
+        return jax.numpy.asarray(self.to_host(a))  # numba arrays speak no DLPack: through the host
 
 
 NUMPY = ArrayKind()
@@ -285,7 +304,7 @@ def kind_of(a: Any) -> ArrayKind:
 
         return TorchKind(torch, a.device)
     if mod in ("jax", "jaxlib") and is_dlpack(a):
-        return JaxKind(NUMPY if dlpack_device(a) == DL_CPU else NumbaKind())
+        return JaxKind(NUMPY if dlpack_device(a) == DL_CPU else _device_kind())
     if hasattr(a, "__cuda_array_interface__"):
         return NumbaKind()
     if is_dlpack(a):
@@ -293,6 +312,16 @@ def kind_of(a: Any) -> ArrayKind:
     raise DispatchError(f"cannot work with a {type(a).__name__}: vyre takes numpy arrays, objects with "
                         "__cuda_array_interface__ (CuPy, PyTorch CUDA, numba) and __dlpack__ objects "
                         "(PyTorch, JAX). Fix: convert it, e.g. np.asarray(value)")
+
+
+def _device_kind() -> ArrayKind:
+    """Device buffers for frameworks vyre does not allocate in (JAX): CuPy's, whose arrays export
+    DLPack, when CuPy is installed, else numba's."""
+    try:
+        import cupy
+    except ImportError:
+        return NumbaKind()
+    return _cupy_kind(cupy)
 
 
 @functools.lru_cache(maxsize=1)
@@ -330,25 +359,66 @@ def current_stream(a: Any) -> int:
     return 0
 
 
+def _driver_fn(name: str, argtypes: list[Any]) -> Any:
+    fn = getattr(ctypes.CDLL("libcuda.so.1"), name)
+    fn.argtypes = argtypes
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _call_in_context(fn: Any, *args: Any) -> None:
+    err = fn(*args)
+    if err == CUDA_ERROR_INVALID_CONTEXT:  # a thread without a current context: make numba's current
+        from numba import cuda
+
+        cuda.current_context()
+        err = fn(*args)
+    if err:
+        raise DispatchError(f"{fn.__name__} failed (CUDA error {err}). Fix: check the device state")
+
+
+class DeviceFill:
+    """The zero fill of one C-contiguous device array, worked out once: each call is one
+    ``cuMemsetD8Async`` on the array's stream (:func:`current_stream`)."""
+
+    __slots__ = ("args", "torch_device")
+
+    def __init__(self, a: Any) -> None:
+        global _memset
+        if _memset is None:
+            _memset = _driver_fn("cuMemsetD8Async", [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t,
+                                                     ctypes.c_void_p])
+        cai = a.__cuda_array_interface__
+        self.args = (int(cai["data"][0]), int(np.prod(cai["shape"])) * np.dtype(cai["typestr"]).itemsize)
+        self.torch_device = a.device.index if type(a).__module__.startswith("torch") else None
+
+    def __call__(self) -> None:
+        if not self.args[1]:
+            return
+        if CAPTURE.stream is not None:
+            stream: int = CAPTURE.stream
+        elif self.torch_device is not None:
+            from .fast_launch import torch_stream
+
+            stream = torch_stream(self.torch_device)
+        else:
+            stream = 0
+        _call_in_context(_memset, self.args[0], 0, self.args[1], stream or None)
+
+
+_memcpy: Any = None
+
+
+def copy_device_bytes(dst: int, src: int, nbytes: int, stream: int) -> None:
+    """``cuMemcpyDtoDAsync`` of ``nbytes`` from device pointer ``src`` to ``dst`` on ``stream``."""
+    global _memcpy
+    if _memcpy is None:
+        _memcpy = _driver_fn("cuMemcpyDtoDAsync", [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t,
+                                                   ctypes.c_void_p])
+    _call_in_context(_memcpy, dst, src, nbytes, stream or None)
+
+
 def memset_zero(a: Any) -> None:
     """Zero a C-contiguous device array with ``cuMemsetD8Async`` on its stream (see
     :func:`current_stream`)."""
-    global _memset
-    if _memset is None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        fn = lib.cuMemsetD8Async
-        fn.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        _memset = fn
-    cai = a.__cuda_array_interface__
-    nbytes = int(np.prod(cai["shape"])) * np.dtype(cai["typestr"]).itemsize
-    if nbytes:
-        args = (int(cai["data"][0]), 0, nbytes, current_stream(a) or None)
-        err = _memset(*args)
-        if err == CUDA_ERROR_INVALID_CONTEXT:  # a thread without a current context: make numba's current
-            from numba import cuda
-
-            cuda.current_context()
-            err = _memset(*args)
-        if err:
-            raise DispatchError(f"cuMemsetD8Async failed (CUDA error {err}). Fix: check the device state")
+    DeviceFill(a)()

@@ -114,7 +114,7 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
                 tune: bool = False) -> dict[str, Any]:
     fast = kernel._fast
     if (fast is not None and device is None and fast.launch is kernel.launch
-            and fast.matches(inputs, grid, return_device)):
+            and (fast.matches(inputs, grid, return_device) or fast.rebind(inputs, grid, return_device))):
         done = fast(inputs)
         if done is not None:
             return done

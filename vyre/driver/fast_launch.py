@@ -13,8 +13,10 @@ and other CAI arrays cannot swap their pointer under the same object; arrays exp
 stream other than a default one never take this path, see :func:`_on_a_default_stream`). PyTorch
 tensors can swap their storage in place (``.set_()``, ``.resize_()``, ``.as_strided_()``), so for
 them the cached launch also compares the data pointer, the element count and contiguity (about
-0.2 us per tensor). The arrays are held weakly (an array that cannot be is never pinned), so a
-kernel's last launch keeps no caller memory alive.
+0.2 us per tensor); other tensors of the very same layout are taken by rewriting the packed
+pointers (:meth:`FastLaunch.rebind`), since PyTorch code makes new tensor objects all the time.
+The arrays are held weakly (an array that cannot be is never pinned), so a kernel's last launch
+keeps no caller memory alive.
 
 Streams: vyre launches on the legacy default stream, except for PyTorch tensors, whose launches
 (cached or not) go to PyTorch's current stream of the tensor's device (``torch.cuda.stream(s)``
@@ -133,11 +135,55 @@ class FastLaunch:
     return_device: bool | None
     call: Callable[[], int]
     keep: tuple[Any, ...]  # the ctypes storage the argument pointers point into
-    # PyTorch tensors: (name, data pointer, element count) as packed; their stream is PyTorch's
-    tensors: tuple[tuple[str, int, int], ...] = ()
+    # PyTorch tensors: (name, data pointer, element count, dtype) as packed; their stream is PyTorch's
+    tensors: tuple[tuple[str, int, int, Any], ...] = ()
     torch_device: int | None = None
     cfg: Any = None  # the CUlaunchConfig whose stream field is set per call (cuLaunchKernelEx)
     stream: int = 0
+    slots: dict[str, int] | None = None  # buffer name -> its index among the packed arrays
+
+    def rebind(self, inputs: Mapping[str, Any], grid: Any, return_device: bool | None) -> bool:
+        """Take other PyTorch tensors of the very same layout (dtype, element count, contiguous, same
+        device, no grad) in place of the packed ones by rewriting their pointers; every other input
+        must be the very same object, and no written buffer may overlap another. False (nothing
+        changed) otherwise. A PyTorch function allocates a new output and makes new detached views
+        on every call, so identity alone would never match again."""
+        if (not self.tensors or self.slots is None or grid != self.grid or return_device != self.return_device
+                or len(inputs) != len(self.refs)):
+            return False
+        new = []
+        for name, _, n, dt in self.tensors:
+            t: Any = inputs.get(name)
+            if (getattr(t, "dtype", None) is not dt or not type(t).__module__.startswith("torch")
+                    or t.numel() != n or not t.is_contiguous() or t.requires_grad
+                    or t.device.index != self.torch_device):
+                return False
+            new.append((name, int(t.data_ptr()), n, dt))
+        moved = {name for name, _, _, _ in new}
+        for name, ref in self.refs:
+            if name not in moved and (ref() is None or inputs.get(name) is not ref()):
+                return False
+        vals = self.keep[0]
+        spans = {}
+        for name, slot in self.slots.items():
+            start = int(vals[7 * slot + 4])
+            spans[name] = (start, start + int(vals[7 * slot + 2]) * int(vals[7 * slot + 3]))
+        for name, ptr, n, _ in new:
+            spans[name] = (ptr, ptr + n * int(vals[7 * self.slots[name] + 3]))
+        for w in self.written:
+            a = spans[w]
+            for other, b in spans.items():
+                if other != w and max(a[0], b[0]) < min(a[1], b[1]):
+                    return False  # the checked path reports it
+        try:
+            refs = tuple((name, weakref.ref(inputs[name])) for name, _ in self.refs)
+        except TypeError:
+            return False
+        for name, ptr, _, _ in new:
+            vals[7 * self.slots[name] + 4] = ptr
+        self.tensors = tuple(new)
+        self.refs = refs
+        return True
 
     def matches(self, inputs: Mapping[str, Any], grid: Any, return_device: bool | None) -> bool:
         if grid != self.grid or return_device != self.return_device or len(inputs) != len(self.refs):
@@ -146,7 +192,7 @@ class FastLaunch:
             obj = ref()
             if obj is None or inputs.get(name) is not obj:
                 return False
-        for name, ptr, n in self.tensors:  # storage swapped under the same tensor object?
+        for name, ptr, n, _ in self.tensors:  # storage swapped under the same tensor object?
             t = inputs[name]
             if t.data_ptr() != ptr or t.numel() != n or not t.is_contiguous():
                 return False
@@ -184,9 +230,11 @@ class FastLaunch:
 def build_fast_launch(launcher: Launcher, func: int, inputs: Mapping[str, Any], dev_args: list[Any],
                       scalars: tuple[int, ...], griddim: tuple[int, int, int],
                       blockdim: tuple[int, int, int], grid: Any, launch: Any,
-                      return_device: bool | None, written: tuple[str, ...], stream: int = 0) -> FastLaunch | None:
+                      return_device: bool | None, written: tuple[str, ...], stream: int = 0,
+                      slots: tuple[str, ...] | None = None) -> FastLaunch | None:
     """Pack the arguments of one launch of ``func`` (a CUfunction handle) once, for repeating; None
-    when an input cannot be referenced weakly. ``stream``: the stream of this launch."""
+    when an input cannot be referenced weakly. ``stream``: the stream of this launch; ``slots``: the
+    buffer names of ``dev_args``, in order (lets PyTorch tensors be rebound, :meth:`FastLaunch.rebind`)."""
     try:
         refs = tuple((name, weakref.ref(obj)) for name, obj in inputs.items())
     except TypeError:
@@ -196,7 +244,7 @@ def build_fast_launch(launcher: Launcher, func: int, inputs: Mapping[str, Any], 
     base = ctypes.addressof(vals)
     ptrs = (ctypes.c_void_p * len(vals_list))(*[base + 8 * i for i in range(len(vals_list))])
     handle = ctypes.c_void_p(func)
-    tensors = tuple((name, int(obj.data_ptr()), int(obj.numel())) for name, obj in inputs.items()
+    tensors = tuple((name, int(obj.data_ptr()), int(obj.numel()), obj.dtype) for name, obj in inputs.items()
                     if type(obj).__module__.startswith("torch"))
     torch_device = next((int(obj.device.index) for obj in inputs.values()
                          if type(obj).__module__.startswith("torch")), None)
@@ -210,7 +258,9 @@ def build_fast_launch(launcher: Launcher, func: int, inputs: Mapping[str, Any], 
         call = functools.partial(launcher.fn, handle, *(u(v) for v in (*griddim, *blockdim)), u(0),
                                  ctypes.c_void_p(stream or None), ptrs, None)
         keep = (vals, ptrs)
-    return FastLaunch(refs, written, grid, launch, return_device, call, keep, tensors, torch_device, cfg, stream)
+    slot_of = None if slots is None else {name: k for k, name in enumerate(slots)}
+    return FastLaunch(refs, written, grid, launch, return_device, call, keep, tensors, torch_device, cfg, stream,
+                      slot_of)
 
 
 def _on_a_default_stream(obj: Any) -> bool:
@@ -244,4 +294,4 @@ def make_fast_launch(kernel: Kernel, inputs: Mapping[str, Any], dev_args: list[A
     except Exception:  # no libcuda / bindings: numba's own launch keeps working
         return None
     return build_fast_launch(launcher, int(func), inputs, dev_args, scalars, griddim, blockdim, grid,
-                             kernel.launch, return_device, written, stream)
+                             kernel.launch, return_device, written, stream, tuple(b.name for b in kernel.storage))
