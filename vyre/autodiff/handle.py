@@ -27,7 +27,7 @@ import numpy as np
 from ..driver.arrays import ArrayKind, DeviceFill, copy_device_bytes, current_stream, device_pointer
 from ..driver.fast_launch import CAPTURE
 from ..driver.geometry import Grid, grid3
-from ..errors import AutodiffError
+from ..errors import AutodiffError, DispatchError
 from ..ir.program import Program
 from .checkpoint import tape_arrays
 from .fused import LOSS_PREFIX, loss_program, needs_zero_fill, partial_count
@@ -54,8 +54,11 @@ class _Setup:
             made = self.kind.device_scalar()
             if made is not None:  # one partial: an 8-byte copy into a new device scalar, no reduction kernel
                 out, dst = made
-                copy_device_bytes(dst, self.scalar_src, 8, current_stream(out))
-                return out
+                try:
+                    copy_device_bytes(dst, self.scalar_src, 8, current_stream(out))
+                    return out
+                except DispatchError:  # the driver refused the copy: the library's reduction instead
+                    self.scalar_src = 0
         return self.kind.total(self.loss_of)
 
     def matches(self, inputs: Mapping[str, Any]) -> bool:

@@ -360,7 +360,13 @@ def current_stream(a: Any) -> int:
 
 
 def _driver_fn(name: str, argtypes: list[Any]) -> Any:
-    fn = getattr(ctypes.CDLL("libcuda.so.1"), name)
+    """A libcuda entry point: the ``_v2`` symbol where there is one (cuda.h maps the plain name to it;
+    the plain symbol is the old 32-bit-pointer ABI)."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    try:
+        fn = getattr(lib, name + "_v2")
+    except AttributeError:
+        fn = getattr(lib, name)
     fn.argtypes = argtypes
     fn.restype = ctypes.c_int
     return fn
