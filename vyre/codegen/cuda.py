@@ -178,13 +178,19 @@ class CudaTarget:
 # math calls through numpy, which gives the IEEE results, and keep its warnings quiet.
 _SIM_MATH = [
     "import types",
+    "import math as _m",
     "import numpy as _np",
     "_np.seterr(all='ignore')",
+    "def _sim_pow(a, b):",  # C pow: numpy's float32 power gives NaN for pow(-inf, 0.5)
+    "    try:",
+    "        return type(a)(_m.pow(a, b))",
+    "    except (ValueError, OverflowError, ZeroDivisionError):",
+    "        return _np.power(a, b)",
     "math = types.SimpleNamespace(",
     "    sqrt=_np.sqrt, exp=_np.exp, exp2=_np.exp2, log=_np.log, log2=_np.log2, sin=_np.sin, cos=_np.cos,",
     "    tan=_np.tan, asin=_np.arcsin, acos=_np.arccos, atan=_np.arctan, sinh=_np.sinh, cosh=_np.cosh,",
     "    tanh=_np.tanh, isnan=_np.isnan, isinf=_np.isinf, isfinite=_np.isfinite, copysign=_np.copysign,",
-    "    fmod=_np.fmod, nan=_np.nan, inf=_np.inf,",
+    "    fmod=_np.fmod, pow=_sim_pow, nan=_np.nan, inf=_np.inf,",
     ")",
 ]
 

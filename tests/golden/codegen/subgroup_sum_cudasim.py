@@ -1,12 +1,18 @@
-# vyre generated kernel: target cuda (simulator), codegen v11. Do not edit.
+# vyre generated kernel: target cuda (simulator), codegen v12. Do not edit.
 import types
+import math as _m
 import numpy as _np
 _np.seterr(all='ignore')
+def _sim_pow(a, b):
+    try:
+        return type(a)(_m.pow(a, b))
+    except (ValueError, OverflowError, ZeroDivisionError):
+        return _np.power(a, b)
 math = types.SimpleNamespace(
     sqrt=_np.sqrt, exp=_np.exp, exp2=_np.exp2, log=_np.log, log2=_np.log2, sin=_np.sin, cos=_np.cos,
     tan=_np.tan, asin=_np.arcsin, acos=_np.arccos, atan=_np.arctan, sinh=_np.sinh, cosh=_np.cosh,
     tanh=_np.tanh, isnan=_np.isnan, isinf=_np.isinf, isfinite=_np.isfinite, copysign=_np.copysign,
-    fmod=_np.fmod, nan=_np.nan, inf=_np.inf,
+    fmod=_np.fmod, pow=_sim_pow, nan=_np.nan, inf=_np.inf,
 )
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 
