@@ -14,7 +14,7 @@ from tests.strategies import arbitrary_programs, programs
 from vyre.errors import ValidationError
 from vyre.ir import (
     EXPR_TYPES, F32, I32, NODE_TYPES, U32, Assign, Atomic, AtomicOp, Barrier, BinOp,
-    BinOpKind, Block, BufferAccess, BufferDecl, Call, Cast, Fma, FunctionDef, If, InvocationId, Let,
+    BinOpKind, Block, BufferAccess, BufferDecl, Call, Cast, Fma, FunctionAdjoint, FunctionDef, If, InvocationId, Let,
     LitBool, LitF32, LitF64, LitI32, LitU32, Load, Loop, Node, Program, Region, Return, Select,
     Store, SubgroupBallot, SubgroupReduce, SubgroupShuffle, UnOp, UnOpKind, Var, assign, atomic_add,
     ballot, barrier, buflen, f32, fixed_mul, fma, gid, i32, if_, lane, let, lid, loop, output,
@@ -125,6 +125,9 @@ NEGATIVE: dict[str, Callable[[], Program]] = {
     "V064": lambda: prog(Let("a", deep_expr(200))),
     "V065": lambda: prog(*[Let(f"v{i}", SHARED_100) for i in range(2000)]),
     "V066": lambda: prog(buffers=tuple(BufferDecl.read(f"b{i}", i, F32) for i in range(65))),
+    "V067": lambda: prog(Let("a", Call("adj2", (LitF32(1.0), LitF32(2.0)))), functions=(FunctionDef(
+        "adj2", (("p", F32), ("q", F32)), F32, Var("p"),
+        FunctionAdjoint("r", "g", (Var("g"),))),)),  # one gradient for two parameters
 }
 
 

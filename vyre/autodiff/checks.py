@@ -199,8 +199,12 @@ class Activity:
                 return tv, va, vt or lt
             case SubgroupReduce(_, v):
                 return self.info(v)
-            case Call():
-                raise TypeError("calls must be inlined before the activity analysis")
+            case Call(op_id, args):  # kept only for a custom adjoint (vyre.autodiff.custom)
+                parts = [self.info(a) for a in args]
+                ty = self.program.function(op_id).result
+                if ty.is_float:
+                    return ty, any(p[1] for p in parts), False
+                return ty, False, any(p[1] or p[2] for p in parts)
             case _:
                 raise TypeError(f"not a vyre expression: {e!r}")
 

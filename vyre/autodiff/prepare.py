@@ -122,10 +122,12 @@ def _rename_node(n: Node, scope: list[dict[str, str]], names: Names) -> Node:
             raise TypeError(f"not a vyre node: {n!r}")
 
 
-def inline_and_rename(program: Program, names: Names) -> tuple[Node, ...]:
-    """``program.entry`` with calls inlined and every binding renamed uniquely (same tree shape)."""
+def inline_and_rename(program: Program, names: Names, keep: frozenset[str] = frozenset()
+                      ) -> tuple[Node, ...]:
+    """``program.entry`` with calls inlined and every binding renamed uniquely (same tree shape);
+    calls of the functions in ``keep`` (those with a custom adjoint, in reverse mode) stay calls."""
     fns = {f.op_id: f for f in program.functions}
-    body = inline_nodes(program.entry, fns) if fns else program.entry
+    body = inline_nodes(program.entry, fns, keep) if fns else program.entry
     return _rename_body(body, [], names)
 
 

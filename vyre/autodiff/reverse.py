@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..ir.expr import (
-    Atomic, BinOp, BufLen, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, Select, UnOp, Var,
+    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, Select, UnOp, Var,
     children, lit,
 )
 from ..ir.functions import substitute
@@ -36,6 +36,7 @@ from ..ir.ops import AtomicOp, BinOpKind, UnOpKind
 from ..ir.program import BufferAccess, BufferDecl, Program
 from ..ir.types import DataType
 from .checks import as_program, check_grad_forward, check_request
+from .custom import call_contribs, custom_ids, inline_calls
 from .dce import eliminate_dead_code
 from .checkpoint import LoopTape, TapePlan
 from .nf import (
@@ -279,6 +280,9 @@ class _Reverse:
                 self.contribute(env, out, a, wrap(ca))
                 self.contribute(env, out, b, wrap(cb))
                 self.contribute(env, out, c, wrap(cc))
+            case Call(op_id, args):  # a function's custom adjoint (vyre.autodiff.custom)
+                for a, c in call_contribs(self.program.function(op_id), args, r, d):
+                    self.contribute(env, out, a, wrap(c))
             case _:
                 raise TypeError(f"no adjoint for the binding {s!r}")
 
@@ -554,7 +558,7 @@ def grad(program: Program, outputs: str | Sequence[str], inputs: str | Sequence[
     program.validate()
     outs, ins = check_request(program, outputs, inputs, (GRAD_PREFIX, STORED_PREFIX))
     names = Names(source_names(program))
-    body = inline_and_rename(program, names)
+    body = inline_and_rename(program, names, custom_ids(program))
     check_grad_forward(program, body, outs, ins)
     body = remove_returns(body, names)
     stmts, types = to_normal_form(program, body, names)
@@ -616,6 +620,7 @@ def _build(program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType
     if tape is not None:
         body_out = tape.finish(body_out, used)
         buffers += tape.declare(used, binding)
+    body_out = inline_calls(body_out, program)  # custom adjoints' calls (vyre.autodiff.custom)
     if unit_cotangent:
         body_out = _unit_cotangents(body_out, program, outs)
     return Program(tuple(buffers), program.workgroup_size, body_out, ())

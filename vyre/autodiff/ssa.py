@@ -140,7 +140,9 @@ class Converter:
             case Atomic(op, buf, idx, v, ex):
                 return self.bind(Atomic(op, buf, self.expr(idx), self.expr(v),
                                         None if ex is None else self.expr(ex)), "at", share=False)
-            case SubgroupBallot() | SubgroupShuffle() | SubgroupReduce() | Call():
+            case Call(op_id, args):  # a function with a custom adjoint: one binding, atom arguments
+                return self._maybe_bind(Call(op_id, tuple(self.atom(a, "arg") for a in args)))
+            case SubgroupBallot() | SubgroupShuffle() | SubgroupReduce():
                 raise TypeError(f"{type(e).__name__} must be rejected or inlined before conversion")
             case _:
                 raise TypeError(f"not a vyre expression: {e!r}")

@@ -27,7 +27,7 @@ from .builder import (
 )
 from .builder import abs as abs, max as max, min as min, pow as pow, round as round  # not in __all__
 from .expr import (
-    EXPR_TYPES, Atomic, BinOp, BufLen, Call, Cast, Expr, ExprLike, Fma, FunctionDef,
+    EXPR_TYPES, Atomic, BinOp, BufLen, Call, Cast, Expr, ExprLike, Fma, FunctionAdjoint, FunctionDef,
     InvocationId, LitBool, LitF32, LitF64, LitI32, LitU32, Load, LocalId, Select, SubgroupBallot,
     SubgroupLocalId, SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId,
     as_expr, children, static_type, walk,
@@ -55,7 +55,7 @@ __all__ = [
     "ATOMIC_RULES", "BINOP_RULES", "BOOL", "EXPR_TYPES", "F32", "F64", "I32", "NODE_TYPES",
     "SUBGROUP_REDUCE_OPS", "U32", "UNOP_RULES", "Assign", "Atomic", "AtomicOp", "Barrier", "BinOp",
     "BinOpKind", "Block", "BufLen", "BufferAccess", "BufferDecl", "Call", "Cast", "DataType",
-    "Expr", "ExprLike", "Fma", "FunctionDef", "If", "InvocationId", "Let", "LitBool", "LitF32",
+    "Expr", "ExprLike", "Fma", "FunctionAdjoint", "FunctionDef", "If", "InvocationId", "Let", "LitBool", "LitF32",
     "LitF64", "LitI32", "LitU32", "Load", "LocalId", "Loop", "Node", "Program", "Region", "Return",
     "Select", "Store", "SubgroupBallot", "SubgroupLocalId", "SubgroupReduce", "SubgroupShuffle",
     "SubgroupSize", "UnOp", "UnOpKind", "Var", "WorkgroupId",

@@ -86,6 +86,7 @@ CODES: dict[str, str] = {
     "V064": "an expression deeper than 128",
     "V065": "more than 200 000 statements and expressions in all",
     "V066": "more than 64 buffers",
+    "V067": "a function's custom adjoint that does not fit its signature (grads per parameter, names, types)",
 }
 
 SHOWN = 40  # at most this many characters of a (possibly hostile) name go into a message

@@ -318,16 +318,33 @@ ExprLike: TypeAlias = Union[Expr, "_ExprOps", bool, int, float]
 
 
 @dataclass(frozen=True, slots=True)
+class FunctionAdjoint:
+    """A function's own reverse-mode rule, used by ``vyre.autodiff.grad`` instead of
+    differentiating the body (like ``jax.custom_vjp`` or Warp's ``func_grad``).
+
+    ``grads[k]`` is what parameter ``k`` receives: an expression over the parameters, ``result``
+    (the function's value) and ``cotangent`` (the adjoint of the result, of the result type), or
+    None for no gradient (integer parameters, or by choice). It must be linear in the cotangent
+    (a vector-Jacobian product); ``check_grad`` tests it against finite differences."""
+
+    result: str
+    cotangent: str
+    grads: tuple[Expr | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FunctionDef:
     """A pure function a ``Call`` can name: typed parameters and a body expression over them.
 
     Bodies may not load, store, use atomics, subgroup ops or invocation ids: a call is inlined by
-    substituting its arguments, so it must mean the same wherever it is placed."""
+    substituting its arguments, so it must mean the same wherever it is placed. ``adjoint``, when
+    given, is the function's custom reverse-mode rule (:class:`FunctionAdjoint`)."""
 
     op_id: str
     params: tuple[tuple[str, DataType], ...]
     result: DataType
     body: Expr
+    adjoint: FunctionAdjoint | None = None
 
 
 def children(e: Expr) -> Iterator[Expr]:

@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from ..errors import ParseError
 from .expr import (
-    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, FunctionDef, InvocationId, LitBool, LitF32,
+    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, FunctionAdjoint, FunctionDef, InvocationId, LitBool, LitF32,
     LitF64, LitI32, LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce,
     SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId,
 )
@@ -353,7 +353,28 @@ class _Parser:
         self.expect("->", "write the result type: fn f(a: f32) -> f32 = ...")
         result = self.dtype()
         self.expect("=")
-        return FunctionDef(op_id, tuple(params), result, self.expr())
+        body = self.expr()
+        if not (self.at("vjp") and self.at("(", 1)):
+            return FunctionDef(op_id, tuple(params), result, body)
+        self.next()  # a custom adjoint: vjp(r, g) = [grad, nograd, ...]
+        self.expect("(")
+        res = self.name("the adjoint's result name")
+        self.expect(",", "write vjp(result, cotangent)")
+        cot = self.name("the adjoint's cotangent name")
+        self.expect(")")
+        self.expect("=")
+        self.expect("[", "list one gradient per parameter: vjp(r, g) = [g * 2.0f32, nograd]")
+        grads: list[Expr | None] = []
+        while not self.at("]"):
+            if grads:
+                self.expect(",", "separate gradients with ','")
+            if self.peek().kind == "name" and self.at("nograd"):
+                self.next()
+                grads.append(None)
+            else:
+                grads.append(self.expr())
+        self.next()
+        return FunctionDef(op_id, tuple(params), result, body, FunctionAdjoint(res, cot, tuple(grads)))
 
     # ---- expressions ----------------------------------------------------------------------
 

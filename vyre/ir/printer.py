@@ -81,7 +81,7 @@ TYPE_NAMES: frozenset[str] = frozenset(t.short for t in DataType)
 # Words that start a statement or are literals: never printed bare as a name.
 KEYWORDS: frozenset[str] = frozenset({
     "let", "if", "else", "for", "block", "region", "barrier", "return", "buffer", "fn",
-    "true", "false",
+    "true", "false", "nograd",
 })
 # Built-in call names: a program function with one of these names prints between backticks.
 CALL_HEADS: frozenset[str] = frozenset({
@@ -285,9 +285,15 @@ def _buffer_line(b: BufferDecl) -> str:
 
 
 def print_function(fn: FunctionDef) -> str:
-    """``fn name(a: f32, b: f32) -> f32 = body``."""
+    """``fn name(a: f32, b: f32) -> f32 = body``, then, for a custom adjoint,
+    `` vjp(r, g) = [grad of a, nograd]`` (``nograd`` where a parameter takes none)."""
     params = ", ".join(f"{name_text(p)}: {t.short}" for p, t in fn.params)
-    return f"fn {name_text(fn.op_id, call=True)}({params}) -> {fn.result.short} = {print_expr(fn.body)}"
+    head = f"fn {name_text(fn.op_id, call=True)}({params}) -> {fn.result.short} = {print_expr(fn.body)}"
+    if fn.adjoint is None:
+        return head
+    adj = fn.adjoint
+    grads = ", ".join("nograd" if g is None else print_expr(g) for g in adj.grads)
+    return f"{head} vjp({name_text(adj.result)}, {name_text(adj.cotangent)}) = [{grads}]"
 
 
 def print_program(program: Program) -> str:

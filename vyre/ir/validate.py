@@ -29,7 +29,7 @@ from ._checks import (
     strongly_connected, typed,
 )
 from .expr import (
-    Call, FunctionDef,
+    Call, FunctionAdjoint, FunctionDef,
 )
 from .node import Assign, Barrier, Block, If, Let, Loop, Region, Return, Store
 from .program import BufferDecl, Program
@@ -267,6 +267,51 @@ class _Checker(ExprChecker):
                     self.add("V046", f"{p}.body", f"function {show(fn.op_id)} body has type "
                              f"{typed(t, fn.body)}; expected the declared result {fn.result.short}. "
                              f"Fix: {convert_fix(fn.body, fn.result)}, or change the result type")
+                if fn.adjoint is not None:
+                    self.function_adjoint(fn, params, p)
+
+    def function_adjoint(self, fn: FunctionDef, params: dict[str, DataType], p: str) -> None:
+        """V067: a custom adjoint names fresh identifiers, has one entry per parameter, gives
+        gradients only to float parameters of a float function, each of the parameter's type."""
+        adj, where = fn.adjoint, f"{p}.adjoint"
+        if not isinstance(adj, FunctionAdjoint):
+            self.add("V067", where, f"adjoint is {describe(adj)}; expected a FunctionAdjoint. Fix: "
+                     "FunctionAdjoint(result='r', cotangent='g', grads=(...one per parameter...))")
+            return
+        names = (adj.result, adj.cotangent)
+        if not all(isinstance(n, str) and is_identifier(n) for n in names) or names[0] == names[1] \
+                or any(n in params for n in names):
+            self.add("V067", where, f"the adjoint's result and cotangent names {show(adj.result)}, "
+                     f"{show(adj.cotangent)} must be two identifiers that are not parameters of "
+                     f"{show(fn.op_id)}; expected two fresh names. Fix: e.g. result='r', cotangent='g'")
+            return
+        if not isinstance(adj.grads, tuple) or len(adj.grads) != len(fn.params):
+            n = len(adj.grads) if isinstance(adj.grads, tuple) else describe(adj.grads)
+            self.add("V067", f"{where}.grads", f"the adjoint of {show(fn.op_id)} gives {n} "
+                     f"gradient(s); expected a tuple of {len(fn.params)}, one per parameter "
+                     "(None where a parameter takes none). Fix: list one entry per parameter")
+            return
+        if not fn.result.is_float and any(g is not None for g in adj.grads):
+            self.add("V067", where, f"function {show(fn.op_id)} returns {fn.result.short}, which "
+                     "carries no gradient, yet its adjoint gives gradients; expected a float result. "
+                     "Fix: drop the adjoint")
+            return
+        env = {**params, adj.result: fn.result, adj.cotangent: fn.result}
+        for k, ((pname, ptype), g) in enumerate(zip(fn.params, adj.grads, strict=True)):
+            gp = f"{where}.grads[{k}]"
+            if g is None:
+                continue
+            if not ptype.is_float:
+                self.add("V067", gp, f"parameter {show(pname)} is {ptype.short}, which takes no "
+                         "gradient; expected None for it. Fix: write None for it")
+                continue
+            self.params = env
+            t = self.root(g, gp)
+            self.params = None
+            if t is not None and t != ptype:
+                self.add("V067", gp, f"the gradient of parameter {show(pname)} has type "
+                         f"{typed(t, g)}; expected {ptype.short}, the parameter's type. "
+                         f"Fix: {convert_fix(g, ptype)}")
 
     def check_cycles(self, functions: Mapping[str, FunctionDef], where: Mapping[str, str]) -> None:
         graph = {k: [x for x in _called_names(f) if x in functions] for k, f in functions.items()}

@@ -4,9 +4,12 @@ Layout (all integers little-endian)::
 
     header  magic b"VYRE" | u16 version (1) | u16 flags (0) | u32 body length | 32-byte blake3(body)
     body    u32 #buffers, buffers | u32 x 3 workgroup size | statement list | u32 #functions, functions
+            [| u32 #adjoints (>= 1), adjoints]    (only when some function has a custom adjoint)
 
     buffer      str name | u32 binding | u8 BufferAccess | u8 DataType | u32 count | u8 is_output (0/1)
     function    str op_id | u32 #params, (str name | u8 DataType) each | u8 result DataType | expr body
+    adjoint     u32 function index (increasing) | str result | str cotangent | u32 #grads,
+                (u8 present (0/1) [| expr]) each
     stmt list   u32 count, statements
     str         u16 byte length | UTF-8 bytes
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 # isort: off
 import enum
 import struct
+from dataclasses import replace
 from collections.abc import Callable, Sequence
 from typing import TypeVar, assert_never
 
@@ -39,7 +43,7 @@ import blake3
 
 from ..errors import WireError
 from .expr import (
-    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, FunctionDef, InvocationId, LitBool, LitF32,
+    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, FunctionAdjoint, FunctionDef, InvocationId, LitBool, LitF32,
     LitF64, LitI32, LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce,
     SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, children,
 )
@@ -329,6 +333,19 @@ class _Encoder:
         self.enum(f.result, DataType, "function result type")
         self.expr(f.body)
 
+    def adjoint(self, f: FunctionDef) -> None:
+        adj = f.adjoint
+        if not isinstance(adj, FunctionAdjoint) or not isinstance(adj.grads, tuple):
+            raise _err(f"cannot encode the adjoint of function {f.op_id!r}: {describe(adj)}",
+                       _FIX_ENCODE)
+        self.text(adj.result, MAX_IDENT_BYTES, "adjoint result name")
+        self.text(adj.cotangent, MAX_IDENT_BYTES, "adjoint cotangent name")
+        self.u32(len(adj.grads), "adjoint gradient count")
+        for g in adj.grads:
+            self.flag(g is not None)
+            if g is not None:
+                self.expr(g)
+
 
 def _encode_body(p: Program, *, canonical: bool, limits: bool) -> bytes:
     if not isinstance(p, Program):
@@ -358,12 +375,18 @@ def _encode_body(p: Program, *, canonical: bool, limits: bool) -> bytes:
     for v in wg:
         enc.u32(v, "workgroup size component")
     enc.nodes_list(p.entry)
-    fns = [(f.op_id, piece(f)) for f in p.functions]
+    fns = [(f.op_id, piece(f), f) for f in p.functions]
     if canonical:
-        fns.sort()
+        fns.sort(key=lambda t: (t[0], t[1]))
     enc.u32(len(fns), "function count")
-    for _, raw in fns:
+    for _, raw, _ in fns:
         enc.out += raw
+    adjoints = [(k, f) for k, (_, _, f) in enumerate(fns) if f.adjoint is not None]
+    if adjoints:  # a trailing section, absent when no function has one (older bodies decode)
+        enc.u32(len(adjoints), "adjoint count")
+        for k, f in adjoints:
+            enc.u32(k, "adjoint's function index")
+            enc.adjoint(f)
     return bytes(enc.out)
 
 
@@ -526,6 +549,31 @@ class _Decoder:
         result = self.enum(DataType, "function result type")
         return FunctionDef(op_id, params, result, self.expr(1))
 
+    def adjoints(self, functions: tuple[FunctionDef, ...]) -> tuple[FunctionDef, ...]:
+        """The trailing section of custom adjoints: u32 count (>= 1), then per entry the index of
+        its function (strictly increasing), result and cotangent names, one flagged expr per
+        parameter."""
+        at = self.pos
+        n = self.count_items("adjoint", 4 + 2 + 2 + 4)
+        if n == 0:
+            raise self.fail("an empty adjoint section (it is left out when no function has an "
+                            "adjoint)", at)
+        out = list(functions)
+        last = -1
+        for _ in range(n):
+            k_at = self.pos
+            k = self.u32("adjoint's function index")
+            if k >= len(out) or k <= last:
+                raise self.fail(f"adjoint function index {k}; expected increasing indices below "
+                                f"{len(out)}", k_at)
+            last = k
+            result, cot = self.ident("adjoint result name"), self.ident("adjoint cotangent name")
+            ng = self.count_items("adjoint gradient", 1)
+            grads = tuple(self.expr(1) if self.flag("adjoint gradient flag") else None
+                          for _ in range(ng))
+            out[k] = replace(out[k], adjoint=FunctionAdjoint(result, cot, grads))
+        return tuple(out)
+
     def program(self) -> Program:
         nb = self.count_items("buffer", _BUFFER_MIN_BYTES)
         buffers = tuple(self.buffer() for _ in range(nb))
@@ -533,6 +581,8 @@ class _Decoder:
         entry = self.node_list(1)
         nf = self.count_items("function", _FUNCTION_MIN_BYTES)
         functions = tuple(self.function() for _ in range(nf))
+        if functions and len(self.buf) - self.pos >= 4:  # an adjoint section needs a function
+            functions = self.adjoints(functions)
         if self.pos != len(self.buf):
             raise self.fail(f"{len(self.buf) - self.pos} trailing byte(s) after the program inside the body")
         return Program(buffers, wg, entry, functions)
