@@ -51,7 +51,19 @@ def _sumsq() -> Program:
     ])])
 
 
+def _dynloop() -> Program:
+    """out[i] = a recurrence over n[0] trips (a dynamic trip count: reversed from a tape)."""
+    x, n = read("x", 0, F64).with_count(N), read("n", 1, U32).with_count(1)
+    out = output("out", 2, F64).with_count(N)
+    i, acc = var("i"), var("acc")
+    return Program.wrapped([x, n, out], 4, [let("i", gid()), if_(i.lt(N), [
+        let("acc", x[i]),
+        loop("k", 0, n[0], [assign("acc", sin(acc) * x[i] + acc * f64(0.5))]),
+        store(out, i, acc)])])
+
+
 STEPS: dict[str, Callable[[], Program]] = {
+    "dynloop": _dynloop,
     "tanh": lambda: _ew(lambda v: tanh(v)),
     "square": lambda: _ew(lambda v: v * v + f64(0.5) * v),
     "sin_half": lambda: _ew(lambda v: sin(v) * f64(2.0), upto=N // 2),  # overwrites half
@@ -67,7 +79,7 @@ def pipelines(draw: st.DrawFn) -> tuple[Tape, dict[str, np.ndarray], list[str], 
     for _ in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(sorted(STEPS)))
         prog = STEPS[kind]()
-        reads = [b.name for b in prog.buffers if not b.access.writable]
+        reads = [b.name for b in prog.buffers if not b.access.writable and b.element.is_float]
         srcs = draw(st.lists(st.sampled_from(names), min_size=len(reads), max_size=len(reads)))
         dst = draw(st.sampled_from([n for n in names if n not in srcs]))
         tape.record(prog, {**dict(zip(reads, srcs, strict=True)), "out": dst})
@@ -77,7 +89,8 @@ def pipelines(draw: st.DrawFn) -> tuple[Tape, dict[str, np.ndarray], list[str], 
     seed = draw(st.integers(0, 2**16))
     rng = np.random.default_rng(seed)
     used = [b.name for b in tape.buffers]
-    inputs = {n: rng.uniform(-1.2, 1.2, N) for n in used if n != "loss"}
+    inputs = {n: rng.uniform(-1.2, 1.2, N) for n in used if n not in ("loss", "n")}
+    inputs["n"] = np.array([3], dtype=np.uint32)
     wrt = [n for n in ("b0", "b1") if n in used] or [used[0]]
     return tape, inputs, wrt, seed
 
@@ -144,15 +157,21 @@ def test_value_and_grad_of_a_layer_activation_loss_pipeline(backend: str) -> Non
             assert g[name][k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
 
 
-def test_hvp_of_a_pipeline_matches_differenced_gradients() -> None:
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_hvp_of_a_pipeline_matches_differenced_gradients(dynamic: bool) -> None:
     tape, inputs = _mlp()
+    if dynamic:  # a step whose loop the backward reverses from its tape of carried values
+        tape = Tape([*tape.steps[:1], *Tape().record(_dynloop(), {"x": "h", "out": "a"}).steps,
+                     *tape.steps[2:]])
+        inputs = {**inputs, "n": np.array([4], dtype=np.uint32)}
     v = {"x": np.linspace(-1, 1, N), "w": np.linspace(1, -0.5, N)}
     hv = hvp(tape, inputs, "loss", ["x", "w"], v, backend="interp")
     eps = 1e-6
-    gp = vjp(tape, {k: inputs[k] + eps * v[k] for k in inputs}, {"loss": np.ones(1)}, ["x", "w"],
-             backend="interp")
-    gm = vjp(tape, {k: inputs[k] - eps * v[k] for k in inputs}, {"loss": np.ones(1)}, ["x", "w"],
-             backend="interp")
+    def shifted(h: float) -> dict[str, np.ndarray]:
+        return {k: inputs[k] + h * v[k] if k in v else inputs[k] for k in inputs}
+
+    gp = vjp(tape, shifted(eps), {"loss": np.ones(1)}, ["x", "w"], backend="interp")
+    gm = vjp(tape, shifted(-eps), {"loss": np.ones(1)}, ["x", "w"], backend="interp")
     for k in ("x", "w"):
         np.testing.assert_allclose(hv[k], (gp[k] - gm[k]) / (2 * eps), rtol=1e-5, atol=1e-7)
 

@@ -490,6 +490,7 @@ def hvp(tape: Tape, inputs: Mapping[str, np.ndarray], output: str, wrt: Sequence
                     args[STORED_PREFIX + p] = np.zeros(lengths[p], dtype=np.uint32)
             for p in ins:
                 args[GRAD_PREFIX + p] = np.zeros(lengths[p], dtype=before[p].dtype)
+            # scratch of loops the backward reverses from a tape of carried values
             args.update(tape_arrays(st.program, back, g3[0] * st.program.workgroup_size[0]))
             tans = {p: v for p, v in dfwd[k].items()
                     if st.program.buffer(p).access.readable and p not in written}
