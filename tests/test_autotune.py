@@ -45,6 +45,7 @@ def cache_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tuner_env(cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("VYRE_CACHE_DIR", str(cache_root))
     monkeypatch.setenv("VYRE_AUTOTUNER", "on")
+    monkeypatch.setenv("VYRE_TUNE_BUDGET", "inf")  # these count measurements (budgets: test_tune_budget.py)
     shutil.rmtree(cache_root / "tuner", ignore_errors=True)
     autotune.reset()
     yield cache_root

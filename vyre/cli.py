@@ -263,12 +263,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     progress = Progress(len(autotune.candidates(backend, n_inv)))
     try:
         outcome = autotune.tune(kernel, inputs, grid, mode=mode, use_cache=False, progress=progress,
-                                repeats=args.repeats)
+                                repeats=args.repeats, budget=args.budget)
     finally:
         progress.close()
     tuner = autotune.tuner_for(backend, mode)
     print(f"{args.program} on {backend} ({autotune.adapter_fingerprint(backend)}): {n_inv} invocations, "
-          f"mode {mode.value}, {len(outcome.trace)} measurements in {outcome.seconds:.2f} s")
+          f"mode {mode.value}, {len(outcome.trace)} measurements in {outcome.seconds:.2f} s"
+          + (" (budget spent)" if outcome.truncated else ""))
     print(outcome_table(outcome))
     verdict = f"decision: wg={outcome.launch.wg} ipt={outcome.launch.ipt} ({outcome.source.value})"
     if outcome.source in (autotune.DecisionSource.SWEEP, autotune.DecisionSource.NATURAL):
@@ -336,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="on: measure every candidate; natural: the natural-gradient search")
     t.add_argument("--repeats", type=int, default=5, help="timed runs per candidate (median)")
     t.add_argument("--plot", metavar="OUT.png", default=None, help="write a latency plot (matplotlib)")
+    t.add_argument("--budget", type=float, default=float("inf"), metavar="SECONDS",
+                   help="stop measuring after this many seconds (default: no limit; dispatch uses "
+                        "VYRE_TUNE_BUDGET)")
     t.set_defaults(fn=cmd_tune)
     a = sub.add_parser("analyze", help="dispatch graph and fusion flags of a pipeline of programs")
     a.add_argument("programs", nargs="+",

@@ -7,6 +7,8 @@ variable            meaning
 ``VYRE_AUTOTUNER``  tuner :class:`Mode`: ``on``, ``natural``/``ng``, ``off``/``default``;
                     unset or unknown -> the production default, natural gradient
 ``VYRE_CACHE_DIR``  root of every vyre disk cache (kernels, tuner decisions)
+``VYRE_TUNE_BUDGET`` seconds the autotuner may spend per kernel and size class (default
+                    0.25; ``inf`` or ``0``: unbounded / never measure)
 ``XDG_CACHE_HOME``  used as ``$XDG_CACHE_HOME/vyre`` when ``VYRE_CACHE_DIR`` is unset
 ``HOME``            used as ``~/.cache/vyre`` when neither of the above is set
 ==================  =====================================================================
@@ -24,13 +26,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["AUTOTUNER_ENV", "Mode", "Settings", "cache_root", "read_settings"]
+__all__ = [
+    "AUTOTUNER_ENV", "DEFAULT_TUNE_BUDGET_S", "TUNE_BUDGET_ENV", "Mode", "Settings", "cache_root", "read_settings",
+]
 
 AUTOTUNER_ENV = "VYRE_AUTOTUNER"
 BACKEND_ENV = "VYRE_BACKEND"
 CACHE_DIR_ENV = "VYRE_CACHE_DIR"
 XDG_CACHE_HOME_ENV = "XDG_CACHE_HOME"
 HOME_ENV = "HOME"
+TUNE_BUDGET_ENV = "VYRE_TUNE_BUDGET"
+#: Seconds the autotuner may spend on one kernel and size class unless ``VYRE_TUNE_BUDGET`` says.
+DEFAULT_TUNE_BUDGET_S = 0.25
 
 
 class Mode(enum.Enum):
@@ -92,6 +99,7 @@ class Settings:
     cache_dir: Path | None
     xdg_cache_home: Path | None
     home: Path
+    tune_budget: float = DEFAULT_TUNE_BUDGET_S
 
     def cache_root(self) -> Path:
         """``$VYRE_CACHE_DIR``, else ``$XDG_CACHE_HOME/vyre``, else ``~/.cache/vyre``."""
@@ -131,7 +139,24 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
         cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else None,
         xdg_cache_home=xdg_path,
         home=_home(env),
+        tune_budget=_budget(env.get(TUNE_BUDGET_ENV)),
     )
+
+
+def _budget(value: str | None) -> float:
+    """``VYRE_TUNE_BUDGET`` as seconds >= 0 (``inf`` allowed); unset or invalid: the default (an
+    invalid value also warns)."""
+    if value is None or not value.strip():
+        return DEFAULT_TUNE_BUDGET_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # also NaN
+        warnings.warn(f"{TUNE_BUDGET_ENV}={value!r} is not a number of seconds >= 0; using "
+                      f"{DEFAULT_TUNE_BUDGET_S}. Fix: set it to e.g. 0.5, or inf for no limit", stacklevel=3)
+        return DEFAULT_TUNE_BUDGET_S
+    return seconds
 
 
 def cache_root(settings: Settings | None = None) -> Path:

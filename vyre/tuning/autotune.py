@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import logging
 import math
 import os
 import platform
@@ -50,7 +51,9 @@ from ..settings import Mode, read_settings
 from ..driver.bind import bind_host_arrays, storage_buffers
 from ..driver.dispatch import Grid, Kernel, Launch
 from ..driver.geometry import grid3
-from .timers import BackendTimer, CudaEventTimer, PerfCounterTimer, SafeTimer
+from .timers import (
+    BackendTimer, Budget, BudgetedTimer, BudgetExhausted, CudaEventTimer, PerfCounterTimer, SafeTimer,
+)
 from .tuner import (
     MAX_LAUNCH_INVOCATIONS, ExhaustiveSearch, NaturalGradientSearch, SearchResult, StaticProgramShape,
     Tuner, TunerProgramKey, log2_candidates,
@@ -93,6 +96,7 @@ class DecisionSource(enum.Enum):
     SWEEP = "sweep"  # Mode.ON: every candidate measured
     NATURAL = "natural"  # Mode.NATURAL_GRADIENT: the natural-gradient search
     FAILED = "failed"  # every candidate failed or the search raised: default launch
+    OVER_BUDGET = "over budget"  # one run costs too much of the budget to measure two candidates
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,9 @@ class TuneOutcome:
     trace: tuple[tuple[Launch, float], ...] = ()
     failures: tuple[tuple[Launch, str], ...] = ()
     seconds: float = 0.0
+    budget: float = math.inf
+    truncated: bool = False  # the budget ran out before the search ended
+    runs: int = 0  # kernel runs the measurements made (probes included)
 
     @property
     def measured(self) -> dict[Launch, float]:
@@ -360,38 +367,88 @@ class Harness:
             else:
                 scratch.copy_to_device(src)
 
-    def run(self, launch: Launch) -> None:
-        """One run of ``launch`` on the scratch buffers (CUDA: enqueued, not synchronised)."""
+    def run(self, launch: Launch, invocations: int | None = None) -> None:
+        """One run of ``launch`` on the scratch buffers (CUDA: enqueued, not synchronised);
+        ``invocations`` (rounded up to whole workgroups) runs only the first ones (a probe)."""
         k = self.kernel
+        n = self.invocations if invocations is None else min(self.invocations, invocations)
         if k.backend == "cpu":
             previous = k.launch
             k.launch = launch
             try:
-                k(self.args, grid=self.grid, tune=False)
+                wg = k.program.workgroup_size[0]
+                k(self.args, grid=self.grid if invocations is None else (-(-n // wg), 1, 1), tune=False)
             finally:
                 k.launch = previous
         else:
-            n = self.invocations
             blocks = max(1, -(-n // (launch.wg * launch.ipt)))
             k._fn[blocks, launch.wg](*self.dev_args, n, launch.ipt)
+
+    def sync(self) -> None:
+        """Wait for the runs enqueued so far (a no-op on the CPU)."""
+        if self.kernel.backend == "cuda":
+            from numba import cuda
+
+            cuda.synchronize()
+
+    def estimate_seconds(self, launch: Launch, budget: Budget) -> float:
+        """Wall time of one full run of ``launch``, estimated from runs over the first
+        invocations only (4096, then 4x more until a run takes a millisecond or covers every
+        invocation; the last size runs twice and the faster counts, so a one-time cost such as
+        compiling the parallel entry is not taken for the kernel's), so that a kernel too slow to
+        tune costs a small fraction of one run to find out. Assumes work spread evenly over the
+        invocations."""
+        n = self.invocations
+        m = min(n, 4096)
+        while True:
+            t = self._probe(launch, m, budget)
+            if m >= n or t >= 1e-3 or budget.left() <= 0:
+                if budget.left() > t:
+                    t = min(t, self._probe(launch, m, budget))
+                return t * n / m
+            m = min(n, m * 4)
+
+    def _probe(self, launch: Launch, m: int, budget: Budget) -> float:
+        self.restore()
+        start = budget.clock()
+        self.run(launch, m)
+        self.sync()
+        budget.runs += 1
+        return budget.clock() - start
 
     def _sample(self, launch: Launch) -> None:
         for _ in range(CUDA_LAUNCHES_PER_SAMPLE):
             self.run(launch)
 
-    def raw_timer(self) -> BackendTimer[Launch]:
-        """Median latency per run in nanoseconds; exceptions propagate."""
+    def raw_timer(self, budget: Budget | None = None) -> BackendTimer[Launch]:
+        """Median latency per run in nanoseconds; exceptions propagate. Under ``budget`` the
+        search stops (:class:`BudgetExhausted`) when it is spent (see :class:`BudgetedTimer`)."""
+        b = Budget(math.inf) if budget is None else budget
         if self.kernel.backend == "cpu":
-            return PerfCounterTimer(self.run, self.warmup, self.repeats, setup=self.restore)
+            return BudgetedTimer(self.run, b, self.warmup, self.repeats, setup=self.restore)
         if self.kernel.backend == "cudasim":  # the simulator runs synchronously; its events are fake
-            return _Scaled(PerfCounterTimer(self._sample, self.warmup, self.repeats, setup=self.restore),
-                           1.0 / CUDA_LAUNCHES_PER_SAMPLE)
+            return _Gated(_Scaled(PerfCounterTimer(self._sample, self.warmup, self.repeats, setup=self.restore),
+                                  1.0 / CUDA_LAUNCHES_PER_SAMPLE), b)
         events = CudaEventTimer(self._sample, self.warmup, self.repeats, setup=self.restore)
-        return _Scaled(events, 1.0 / CUDA_LAUNCHES_PER_SAMPLE)
+        return _Gated(_Scaled(events, 1.0 / CUDA_LAUNCHES_PER_SAMPLE), b)
 
-    def timer(self) -> SafeTimer[Launch]:
+    def timer(self, budget: Budget | None = None) -> SafeTimer[Launch]:
         """:meth:`raw_timer` with failing candidates scored ``inf``."""
-        return SafeTimer(self.raw_timer())
+        return SafeTimer(self.raw_timer(budget))
+
+
+@dataclass(frozen=True, slots=True)
+class _Gated:
+    """Stop the search before a candidate once the budget is spent (GPU timers, whose runs are
+    short: the budget is checked per candidate, not per run)."""
+
+    inner: BackendTimer[Launch]
+    budget: Budget
+
+    def time_ns(self, candidate: Launch) -> float:
+        if self.budget.left() <= 0:
+            raise BudgetExhausted
+        return self.inner.time_ns(candidate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,10 +517,16 @@ def reset() -> None:
         _history.clear()
 
 
+#: Seconds, for the tuner's budget (a module attribute so tests can count instead of time).
+_clock: Callable[[], float] = time.perf_counter
+log = logging.getLogger("vyre.tuning")
+
+
 def tune(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None = None, *,
          mode: Mode | None = None, use_cache: bool = True, persist: bool = True,
          progress: Callable[[int, Launch, float], object] | None = None,
-         warmup: int = 1, repeats: int = 5, dispatcher: Any = None) -> TuneOutcome:
+         warmup: int = 1, repeats: int = 5, dispatcher: Any = None,
+         budget: float | None = None) -> TuneOutcome:
     """Choose the launch of a flat ``kernel`` for ``inputs`` and ``grid``; never writes the
     caller's arrays. ``mode`` defaults to ``VYRE_AUTOTUNER``. With ``use_cache`` a cached
     decision is returned without measuring; measured decisions are recorded (and saved when
@@ -471,20 +534,35 @@ def tune(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None = None, *,
     runner or a byte-level dispatcher) replaces the driver's runner of the natural-gradient IR
     programs (tests).
 
+    ``budget`` (seconds; default ``VYRE_TUNE_BUDGET``, 0.25; ``math.inf``: none) bounds the wall
+    time spent measuring: one run is first estimated from a run over the first invocations only,
+    and a kernel for which two candidates would not fit is not measured at all
+    (:attr:`DecisionSource.OVER_BUDGET`, not saved); otherwise the search stops when the budget is
+    spent and keeps the best launch measured (``truncated``). It overruns by at most one run.
+    Each measured decision logs one INFO line on the ``vyre.tuning`` logger. ``KeyboardInterrupt``
+    propagates at once: nothing is recorded, the scratch buffers are dropped, and the decision
+    cache on disk is only ever replaced whole.
+
     Raises :class:`TunerError` for a kernel that is not tunable and the dispatch errors of the
     inputs; a search that fails is reported as :attr:`DecisionSource.FAILED` with a warning."""
     t0 = time.perf_counter()
-    m = read_settings().autotuner if mode is None else mode
+    settings = read_settings()
+    m = settings.autotuner if mode is None else mode
     check_tunable(kernel)
     n, b = invocations_for(kernel, inputs, grid), kernel.backend
     cands = candidates(b, n)
     key = program_key(kernel.program, n)
     tuner = tuner_for(b, m)
+    allowed = Budget(settings.tune_budget if budget is None else budget, clock=_clock)
 
     def done(source: DecisionSource, launch: Launch, trace: Sequence[tuple[Launch, float]] = (),
-             failures: Sequence[tuple[Launch, str]] = ()) -> TuneOutcome:
-        return _remember(TuneOutcome(b, key.value, n, m, source, launch, tuple(cands), tuple(trace),
-                                     tuple(failures), time.perf_counter() - t0))
+             failures: Sequence[tuple[Launch, str]] = (), truncated: bool = False) -> TuneOutcome:
+        out = _remember(TuneOutcome(b, key.value, n, m, source, launch, tuple(cands), tuple(trace),
+                                    tuple(failures), time.perf_counter() - t0, allowed.seconds, truncated,
+                                    allowed.runs))
+        if source in (DecisionSource.SWEEP, DecisionSource.NATURAL):
+            _log_decision(kernel, out)
+        return out
 
     cached = decode_decision(tuner.cache.get(key)) if use_cache else None
     if cached is not None:
@@ -493,9 +571,21 @@ def tune(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None = None, *,
         return done(DecisionSource.DEFAULT, kernel.default_launch(n))
     if len(cands) == 1:
         return done(DecisionSource.SINGLE, cands[0])
-    safe = Harness(kernel, inputs, grid, warmup=warmup, repeats=repeats).timer()
+    harness = Harness(kernel, inputs, grid, warmup=warmup, repeats=repeats)
+    estimate = math.inf
+    if math.isfinite(allowed.seconds):
+        estimate = harness.estimate_seconds(kernel.default_launch(n), allowed)
+        if 2 * (warmup + repeats) * estimate > allowed.left():
+            log.info("vyre: not tuning the %s kernel %s (%d invocations): one run takes about %.3g s, too "
+                     "long for two candidates in the %.3g s budget (VYRE_TUNE_BUDGET); default launch",
+                     b, kernel.key[:12], n, estimate, allowed.seconds)
+            return done(DecisionSource.OVER_BUDGET, kernel.default_launch(n))
+    safe = harness.timer(allowed)
+    if isinstance(safe.inner, BudgetedTimer):
+        safe.inner.fastest = estimate
     observed = _Observed(safe, progress)
     search_cands = log2_candidates([(c.wg, c.ipt) for c in cands])
+    truncated = False
     try:
         with _tuning():
             if m is Mode.ON:
@@ -504,14 +594,20 @@ def tune(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None = None, *,
             else:
                 search = NaturalGradientSearch(inv_sqrt=ir_inv_sqrt(b, dispatcher),
                                                apply=ir_apply(b, dispatcher))
-                result = search.run(search_cands, observed)
                 source = DecisionSource.NATURAL
+                result = search.run(search_cands, observed)
+    except BudgetExhausted:
+        truncated = True
+        source = DecisionSource.SWEEP if m is Mode.ON else DecisionSource.NATURAL
+        result = _best_of(observed.trace)
     except VyreError as e:
         warnings.warn(f"autotuning {b} kernel failed ({e}); using the default launch. Fix: see the "
                       "error, or set VYRE_AUTOTUNER=off", AutotuneWarning, stacklevel=2)
         return done(DecisionSource.FAILED, kernel.default_launch(n), observed.trace)
     failures = [(la, f"{type(e).__name__}: {e}") for la, e in safe.failures]
     if result.best is None:
+        if truncated and not failures:  # the budget ran out before anything was measured
+            return done(DecisionSource.OVER_BUDGET, kernel.default_launch(n), observed.trace, truncated=True)
         first = failures[0][1] if failures else "no measurement"
         warnings.warn(f"every launch candidate of the {b} kernel failed (first: {first}); using the "
                       "default launch. Fix: check that the kernel runs at all", AutotuneWarning, stacklevel=2)
@@ -523,7 +619,25 @@ def tune(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None = None, *,
             tuner.persist()
         except TunerError as e:  # the decision still holds for this process
             warnings.warn(f"could not save the tuning decision: {e}", AutotuneWarning, stacklevel=2)
-    return done(source, best, observed.trace, failures)
+    return done(source, best, observed.trace, failures, truncated)
+
+
+def _best_of(trace: Sequence[tuple[Launch, float]]) -> SearchResult[tuple[int, ...]]:
+    """The fastest finite measurement of a search the budget cut short."""
+    finite = [(la, t) for la, t in trace if math.isfinite(t)]
+    if not finite:
+        return SearchResult(None, math.inf, len(trace), ())
+    la, t = min(finite, key=lambda p: p[1])
+    return SearchResult((la.wg, la.ipt), t, len(trace), ())
+
+
+def _log_decision(kernel: Kernel, out: TuneOutcome) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return
+    what = f"{kernel.backend} kernel {kernel.key[:12]} ({out.invocations} invocations)"
+    cut = ", budget spent" if out.truncated else ""
+    log.info("vyre: tuned the %s in %.3f s (%s, %d measurements%s, budget %.3g s): %s",
+             what, out.seconds, out.source.value, len(out.trace), cut, out.budget, out.launch)
 
 
 _MISS = Launch(1)  # sentinel: never returned

@@ -16,7 +16,10 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import TunerError
 
-__all__ = ["BackendTimer", "CallableTimer", "CudaEventTimer", "PerfCounterTimer", "SafeTimer"]
+__all__ = [
+    "BackendTimer", "Budget", "BudgetExhausted", "BudgetedTimer", "CallableTimer", "CudaEventTimer",
+    "PerfCounterTimer", "SafeTimer",
+]
 
 C_contra = TypeVar("C_contra", contravariant=True)
 C = TypeVar("C")
@@ -125,7 +128,89 @@ class SafeTimer(Generic[C]):
     def time_ns(self, candidate: C) -> float:
         try:
             t = float(self.inner.time_ns(candidate))
+        except BudgetExhausted:
+            raise  # not a candidate failure: the search is over
         except self.catch as e:
             self.failures.append((candidate, e))
             return math.inf
         return t if not math.isnan(t) else math.inf
+
+
+class BudgetExhausted(Exception):
+    """The tuning budget is spent: the search stops and keeps what it measured so far. Never a
+    candidate failure (:class:`SafeTimer` lets it through)."""
+
+
+@dataclass(slots=True)
+class Budget:
+    """Wall time the tuner may spend on one decision, from its creation. ``seconds`` may be
+    ``math.inf``. ``clock`` (seconds) is injectable so tests can count instead of time; ``runs``
+    counts the kernel runs the budgeted timers made."""
+
+    seconds: float
+    clock: Callable[[], float] = time.perf_counter
+    start: float = math.nan
+    runs: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.seconds >= 0:
+            raise TunerError(f"a tuning budget must be >= 0 seconds, found {self.seconds!r}. "
+                             "Fix: pass e.g. 0.25, or math.inf for no limit")
+        if math.isnan(self.start):
+            self.start = self.clock()
+
+    def spent(self) -> float:
+        return self.clock() - self.start
+
+    def left(self) -> float:
+        return self.seconds - self.spent()
+
+
+@dataclass(slots=True)
+class BudgetedTimer(Generic[C]):
+    """Wall time of ``fn(candidate)`` under a :class:`Budget`: like :class:`PerfCounterTimer`
+    (``warmup`` untimed runs, then the median of ``repeats``; ``setup`` before each run, ``sync``
+    after each, both outside the timed region), except that
+
+    * it raises :class:`BudgetExhausted` before a candidate when the budget is spent, or when the
+      fastest run seen so far would not fit in what is left;
+    * a candidate stops after any run that spends the budget, and after a run slower than
+      ``slow_factor`` times the fastest run seen (it cannot win; the run's time is its score).
+
+    So a search overruns its budget by at most one run."""
+
+    fn: Callable[[C], object]
+    budget: Budget
+    warmup: int = 1
+    repeats: int = 5
+    setup: Callable[[C], object] | None = None
+    sync: Callable[[], object] | None = None
+    slow_factor: float = 2.0
+    fastest: float = math.inf
+
+    def __post_init__(self) -> None:
+        _check_counts(self.warmup, self.repeats)
+
+    def time_ns(self, candidate: C) -> float:
+        b = self.budget
+        left = b.left()
+        if left <= 0 or (math.isfinite(self.fastest) and self.fastest > left):
+            raise BudgetExhausted
+        runs: list[float] = []
+        t = math.inf
+        for i in range(self.warmup + self.repeats):
+            if self.setup is not None:
+                self.setup(candidate)
+            start = b.clock()
+            self.fn(candidate)
+            if self.sync is not None:
+                self.sync()
+            t = b.clock() - start
+            b.runs += 1
+            if i >= self.warmup:
+                runs.append(t)
+            slow = t > self.slow_factor * self.fastest
+            self.fastest = min(self.fastest, t)
+            if slow or b.left() <= 0:
+                break
+        return float(statistics.median(runs) if runs else t) * 1e9
