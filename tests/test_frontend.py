@@ -170,7 +170,8 @@ def test_scalar_parameters_are_one_element_uniform_buffers() -> None:
     a = saxpy.program.buffer("a")
     assert a.access is vyre.BufferAccess.UNIFORM and a.count == 1 and a.binding == 0
     assert [b.binding for b in saxpy.program.buffers] == [0, 1, 2, 3]
-    assert "out[i] = ((a[0u32] * x[i]) + y[i])" in str(saxpy.program)
+    text = str(saxpy.program)
+    assert "let a = a[0u32]" in text and "out[i] = ((a * x[i]) + y[i])" in text  # read once, by name
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -326,10 +327,11 @@ def test_two_d_grid(backend: str) -> None:
 def test_two_d_kernel_matches_builders() -> None:
     a, out = read("a", 0, F32), output("out", 1, F32)
     rows, cols = vyre.ir.uniform("rows", 2, U32).with_count(1), vyre.ir.uniform("cols", 3, U32).with_count(1)
-    r, c = var("r"), var("c")
+    r, c, nr, nc = var("r"), var("c"), var("rows"), var("cols")
     want = Program.wrapped([a, out, rows, cols], (8, 8), [
+        let("rows", rows[0]), let("cols", cols[0]),
         let("r", gid(1)), let("c", gid(0)),
-        if_((r < rows[0]).and_(c < cols[0]), [store(out, c * rows[0] + r, a[r * cols[0] + c])]),
+        if_((r < nr).and_(c < nc), [store(out, c * nr + r, a[r * nc + c])]),
     ])
     assert transpose.program.fingerprint() == want.fingerprint()
 
@@ -531,6 +533,27 @@ for a in (2.0, -1.5):
     got = saxpy(a, 37, x, y, np.zeros(40, np.float32), backend="cudasim")["out"]
     want = np.where(np.arange(40) < 37, np.float32(a) * x + y, 0)
     assert np.array_equal(got, want), (got, want)
+
+@vyre.kernel(workgroup_size=32)
+def matvec_tiled(m: Array[f32], v: Array[f32], out: Array[f32], cols: u32, n_tiles: u32):
+    tile = vyre.workgroup_array(32, f32)
+    r = vyre.gid()
+    acc = 0.0
+    for t in range(n_tiles):
+        tile[vyre.lid()] = v[t * 32 + vyre.lid()]
+        vyre.barrier()
+        for k in range(32):
+            c = t * 32 + k
+            if c < cols:
+                acc += m[r * cols + c] * tile[k]
+        vyre.barrier()
+    out[r] = acc
+
+rng = np.random.default_rng(3)
+mat = rng.standard_normal((40, 50)).astype(np.float32)
+vec = rng.standard_normal(50).astype(np.float32)
+got = matvec_tiled(mat, vec, np.zeros(40, np.float32), 50, 2, backend="cudasim", grid=(2,))["out"]
+assert np.allclose(got, mat @ vec, rtol=1e-4, atol=1e-5), (got, mat @ vec)
 print("OK")
 '''
 
@@ -548,3 +571,28 @@ def test_scalar_parameters_on_the_cuda_simulator(tmp_path: Path) -> None:
 def test_dispatch_options_pass_through_dim() -> None:
     out = workgroup_ids(np.full(200, 7, np.uint32), backend="interp", dim=128)["out"]  # 2 workgroups of 64
     assert list(out[:128]) == [0] * 64 + [1] * 64 and (out[128:] == 7).all()
+
+
+@vyre.kernel(workgroup_size=32)
+def matvec_tiled(m: Array[f32], v: Array[f32], out: Array[f32], cols: u32, n_tiles: u32):
+    tile = vyre.workgroup_array(32, f32)
+    r = vyre.gid()
+    acc = 0.0
+    for t in range(n_tiles):          # bounded by a scalar parameter: uniform, so barriers may sit inside
+        tile[vyre.lid()] = v[t * 32 + vyre.lid()]
+        vyre.barrier()
+        for k in range(32):
+            c = t * 32 + k
+            if c < cols:
+                acc += m[r * cols + c] * tile[k]
+        vyre.barrier()
+    out[r] = acc
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_barriers_in_a_loop_bounded_by_a_scalar_parameter(backend: str) -> None:
+    rng = np.random.default_rng(3)
+    mat = rng.standard_normal((40, 70)).astype(np.float32)
+    vec = rng.standard_normal(70).astype(np.float32)
+    got = matvec_tiled(mat, vec, np.zeros(40, np.float32), 70, 3, backend=backend, grid=(2,))["out"]
+    np.testing.assert_allclose(got, mat @ vec, rtol=1e-4, atol=1e-5)

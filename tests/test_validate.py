@@ -386,3 +386,22 @@ def test_builders_reach_every_helper() -> None:
     assert isinstance(ballot(T), SubgroupBallot) and isinstance(barrier(), Barrier)
     assert isinstance(loop("k", 0, 1, []), Loop) and isinstance(u32(1), LitU32)
     assert isinstance(i32(1), LitI32) and isinstance(f32(1.0), LitF32)
+
+
+def test_loads_of_uniform_buffers_at_uniform_indices_are_uniform() -> None:
+    """A kernel's scalar parameters (1-element uniform buffers) may bound loops holding barriers;
+    loads of other buffers, or at a varying index, may not."""
+    n = uniform("n", 2, U32).with_count(1)
+    m = read("m", 3, U32)
+    tile = workgroup("tile", 64, F32)
+
+    def looped(bound: object) -> Program:
+        return Program.wrapped([X, OUT, n, m, tile], 64, [
+            loop("k", 0, bound, [store(tile, lid(), X[gid()]), barrier()]),  # type: ignore[arg-type]
+            store(OUT, gid(), tile[lid()]),
+        ])
+
+    assert looped(n[0]).diagnostics() == []
+    assert looped(n[u32(0) + wgid()]).diagnostics() == []
+    assert [d.code for d in looped(n[lid()]).diagnostics()] == ["V033"]
+    assert [d.code for d in looped(m[0]).diagnostics()] == ["V033"]

@@ -9,8 +9,10 @@ function; constants are baked into the program.
 Parameters: ``x: Array[T]`` is a buffer (read-only unless the body stores into it or uses it in an
 atomic; then read-write and an output), bound in parameter order (binding 0, 1, ...). ``a: T`` for a
 scalar type ``T`` is a *scalar parameter*: it is compiled as a 1-element uniform buffer named ``a``
-(so a new value is new data, never a recompile) and passed as a Python number, to the kernel or
-by name to ``vyre.dispatch``.
+(so a new value is new data, never a recompile), read once at the kernel's start into a local
+``a``, and passed as a Python number, to the kernel or by name to ``vyre.dispatch``. Uniform
+buffers are the IR's existing read-only, same-for-every-invocation storage: loads of them at
+uniform indices are uniform (docs/errors.md), so a scalar may bound a loop that holds barriers.
 """
 
 from __future__ import annotations

@@ -45,12 +45,14 @@ class Py:
 
 @dataclass(frozen=True)
 class Local:
-    """A kernel local: its IR name and type; loop variables are read-only."""
+    """A kernel local: its IR name and type; loop variables and scalar parameters (loaded into a
+    local at the kernel's start) are read-only."""
 
     ir: str
     dtype: DataType
     line: int
     loop: bool = False
+    param: bool = False
 
 
 Binding = Local | BufRef | Py
@@ -310,7 +312,7 @@ class ExprLowering:
             return v
         if isinstance(e, ast.Name):
             b = self.lookup(e.id, e)
-            if isinstance(b, BufRef):
+            if isinstance(b, BufRef) or (isinstance(b, Local) and b.param):
                 self.fail(e, f"`{e.id}` is a scalar parameter, not an array", f"use it directly: {e.id}")
         self.fail(e, f"`{ast.unparse(e)}` is not an array", "index Array parameters and workgroup arrays only")
 

@@ -238,6 +238,9 @@ class FnLowering(ExprLowering):
                       else f"copy it to a new local first: {name}_2 = {name}")
         if isinstance(current, Py):
             self.fail(s, f"`{name}` names a Python object here", "use a new local name")
+        if current.param:
+            self.fail(s, f"`{name}` is a scalar parameter; it cannot be reassigned",
+                      f"copy it to a new local first: {name}_2 = {name}")
         if current.loop:
             self.fail(s, f"`{name}` is a loop variable, read-only in the IR", f"copy it first: j = {name}")
         try:
@@ -604,8 +607,15 @@ def _node_at(prog: Program, path: str) -> Node | None:
 def lower_kernel(src: Source, env: Mapping[str, Any], params: list[BufRef], wg: tuple[int, int, int]) -> Program:
     state = KernelState({p.name: p for p in params})
     low = FnLowering(state, src, env, kernel=True)
+    used = _names(ast.Module(body=src.tree.body, type_ignores=[]))
+    entry: list[Node] = []
     for p in params:
-        low.bind(p.name, p)
-    entry = low.stmts(src.tree.body)
+        if p.kind == "scalar" and p.name in used:
+            # read once, under its own name: the IR then reads like the source (`a * x[i]`)
+            entry.append(low.note(Let(p.name, LoadE(p.name, literal(0, DataType.U32))), src.tree))
+            low.bind(p.name, Local(p.name, p.dtype, src.tree.lineno, param=True))
+        else:
+            low.bind(p.name, p)
+    entry += low.stmts(src.tree.body)
     return program_for(state, params, entry, wg, src)
 

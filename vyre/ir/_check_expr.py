@@ -108,6 +108,12 @@ class ExprChecker:
                 b = self.lookup(x.name) if isinstance(x.name, str) else None
                 if b is None or not b.uniform:
                     return False
+            elif isinstance(x, Load):
+                # a uniform buffer is read-only and the same for every invocation (a kernel's
+                # scalar parameter): loading it at a uniform index is uniform
+                d = self.buffers.get(x.buffer) if isinstance(x.buffer, str) else None
+                if d is None or d.access is not BufferAccess.UNIFORM:
+                    return False
             elif type(x) not in UNIFORM_KINDS:
                 return False
             stack.extend(kids(x))
