@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 from vyre.ir import (
     BINOP_RULES, SUBGROUP_REDUCE_OPS, UNOP_RULES, Assign, Atomic, AtomicOp, Barrier, BinOp,
     BinOpKind, Block, BufferAccess, BufferDecl, BufLen, Call, Cast, DataType, Expr, Fma,
-    FunctionDef, If, InvocationId, Let, LitBool, LitF32, LitF64, LitI32, LitU32, Load, LocalId,
+    FunctionAdjoint, FunctionDef, If, InvocationId, Let, LitBool, LitF32, LitF64, LitI32, LitU32, Load, LocalId,
     Loop, Node, Program, Region, Return, Select, Store, SubgroupBallot, SubgroupLocalId,
     SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, UnOpKind, Var, WorkgroupId,
 )
@@ -634,8 +634,10 @@ def arbitrary_programs(draw: Any) -> Program:
     buffers = draw(st.lists(st.builds(BufferDecl, names, u32s, st.sampled_from(BufferAccess),
                                       st.sampled_from(DataType), u32s, st.booleans()), max_size=4))
     wg = (draw(u32s), draw(u32s), draw(u32s))
+    adjoints = st.one_of(st.none(), st.builds(  # custom adjoints (vyre.ir.expr.FunctionAdjoint)
+        FunctionAdjoint, names, names, st.lists(st.one_of(st.none(), arbitrary_exprs(4)), max_size=3).map(tuple)))
     fns = draw(st.lists(st.builds(FunctionDef, names,
                                   st.lists(st.tuples(names, st.sampled_from(DataType)), max_size=3)
-                                  .map(tuple), st.sampled_from(DataType), arbitrary_exprs(6)),
+                                  .map(tuple), st.sampled_from(DataType), arbitrary_exprs(6), adjoints),
                         max_size=2))
     return Program(tuple(buffers), wg, draw(arbitrary_nodes()), tuple(fns))

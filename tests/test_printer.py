@@ -17,7 +17,7 @@ from tests.test_validate import LERP, histogram, reduction, saxpy
 from vyre.errors import ParseError
 from vyre.ir import (
     EXPR_TYPES, F32, U32, Assign, Atomic, AtomicOp, Barrier, BinOp, BinOpKind, Block, BufferAccess,
-    BufferDecl, BufLen, Call, Cast, DataType, Expr, Fma, FunctionDef, If, InvocationId, Let,
+    BufferDecl, BufLen, Call, Cast, DataType, Expr, Fma, FunctionAdjoint, FunctionDef, If, InvocationId, Let,
     LitBool, LitF32, LitF64, LitI32, LitU32, Load, LocalId, Loop, Node, Program, Region, Return,
     Select, Store, SubgroupBallot, SubgroupLocalId, SubgroupReduce, SubgroupShuffle, SubgroupSize,
     UnOp, UnOpKind, Var, WorkgroupId,
@@ -239,9 +239,11 @@ _simple: st.SearchStrategy[Node] = st.one_of(
 _bodies = st.recursive(st.lists(_simple, max_size=3).map(tuple), _extend_nodes, max_leaves=6)
 _buffers = st.builds(BufferDecl, _names, st.integers(-2, 40), st.sampled_from(BufferAccess),
                      st.sampled_from(DataType), st.integers(0, 2**33), st.booleans())
+_adjoints = st.one_of(st.none(), st.builds(
+    FunctionAdjoint, _names, _names, st.lists(st.one_of(st.none(), _exprs), max_size=3).map(tuple)))
 _functions = st.builds(FunctionDef, _names,
                        st.lists(st.tuples(_names, st.sampled_from(DataType)), max_size=3).map(tuple),
-                       st.sampled_from(DataType), _exprs)
+                       st.sampled_from(DataType), _exprs, _adjoints)
 _programs = st.builds(
     Program, st.lists(_buffers, max_size=3).map(tuple),
     st.tuples(st.integers(-2, 2000), st.integers(1, 4), st.integers(1, 4)), _bodies,
