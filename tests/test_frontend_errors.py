@@ -322,3 +322,31 @@ def k(x: Array[f32], out: Array[f32]):
 """
     with pytest.raises(FrontendError, match="give `t` a value before the block"):
         _load(tmp_path, body)
+
+
+def test_a_function_that_writes_arrays_is_called_only_as_a_whole_statement(tmp_path: Path) -> None:
+    body = """
+@vyre.func
+def bump(buf, i):
+    buf[i] = buf[i] + 1.0
+    return buf[i]
+@vyre.kernel
+def k(x: Array[f32], out: Array[f32]):
+    out[0] = x[0] + bump(x, 0)  # <-
+"""
+    with pytest.raises(FrontendError, match=r"assign its result first: r = bump\(x, 0\)") as info:
+        _load(tmp_path, body)
+    lines = (HEAD + textwrap.dedent(body)).splitlines()
+    assert info.value.lineno == lines.index("    out[0] = x[0] + bump(x, 0)  # <-") + 1
+    ok = """
+@vyre.func
+def bump(buf, i):
+    buf[i] = buf[i] + 1.0
+    return buf[i]
+@vyre.kernel
+def k(x: Array[f32], out: Array[f32]):
+    r = bump(x, 0)
+    out[0] = bump(x, 1)
+    bump(x, 2)
+"""
+    _load(tmp_path, ok)

@@ -124,6 +124,11 @@ class DeviceFunction:
         self.result: DataType | None = res
         body = [s for k, s in enumerate(self.source.tree.body)
                 if not (k == 0 and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        # stores into arrays or atomics: then calls may only be whole statements / right-hand sides
+        self.writes = any(
+            (isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store))
+            or (isinstance(n, ast.Call) and "atomic" in ast.unparse(n.func))
+            for n in ast.walk(self.source.tree))
         self.pure_candidate = (len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None
                                and all(isinstance(t, DataType) for _, t in self.params))
         self.__doc__ = fn.__doc__

@@ -106,7 +106,8 @@ class ExprLowering:
     # provided by the statement half
     def fresh(self, hint: str) -> str: raise NotImplementedError
     def mark_written(self, buf: BufRef, node: ast.AST) -> None: raise NotImplementedError
-    def call_func(self, fn: Any, node: ast.Call, pre: list[Node]) -> Value | None: raise NotImplementedError
+    def call_func(self, fn: Any, node: ast.Call, pre: list[Node], top: bool) -> Value | None:
+        raise NotImplementedError
     def note(self, n: Node, node: ast.AST) -> Node: raise NotImplementedError
 
     def fail(self, node: ast.AST | None, what: str, fix: str) -> NoReturn:
@@ -351,7 +352,7 @@ class ExprLowering:
         if isinstance(obj, DeviceFunction):
             if self.pure:
                 raise _Impure  # nested calls: the caller inlines instead
-            r = self.call_func(obj, e, pre)
+            r = self.call_func(obj, e, pre, top)
             if r is None:
                 self.fail(e, f"{obj.name}() returns nothing, so it has no value", "call it as a statement")
             return r
