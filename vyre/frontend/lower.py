@@ -203,8 +203,8 @@ class FnLowering(CallLowering):
         if isinstance(target, ast.Subscript):
             buf = self.buffer_of(target.value, pre)
             self.mark_written(buf, target)
-            idx = self.index(target.slice, pre)
             v = self.as_value(self.expr(value, pre, top=True), value)  # Python evaluates the value first
+            idx = self.index(target.slice, pre)
             tv = self.typing(value, lambda: coerce(v, buf.dtype, f"a store into `{buf.name}` ({buf.dtype.short})"))
             pre.append(self.note(Store(buf.name, idx, tv.expr), s))
             return
