@@ -1,4 +1,5 @@
-"""The disk kernel cache (vyre/driver/cache.py), with ``VYRE_CACHE_DIR`` in a temporary directory.
+"""The disk kernel cache (vyre/driver/cache.py), with ``VYRE_CACHE_DIR`` in a temporary directory
+and the binary cache off (``VYRE_BINARY_CACHE=0``; tests/test_binary_cache.py covers that layer).
 
 - a second *process* compiling the same program hits the disk cache, rewrites nothing and starts from
   numba's cached machine code;
@@ -64,6 +65,7 @@ def numba_files(path: Path) -> list[Path]:
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("VYRE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("VYRE_BINARY_CACHE", "0")  # these are the generated modules' tests: no binaries
     cache.clear_memory()
     yield tmp_path
     cache.clear_memory()
@@ -83,7 +85,7 @@ def child_nodisk() -> None:
 
 
 def _spawn(cache_root: Path, mode: str = "child") -> subprocess.Popen[str]:
-    env = {**os.environ, "VYRE_CACHE_DIR": str(cache_root)}
+    env = {**os.environ, "VYRE_CACHE_DIR": str(cache_root), "VYRE_BINARY_CACHE": "0"}
     return subprocess.Popen([sys.executable, "-m", "tests.test_kernel_cache", mode], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

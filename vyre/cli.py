@@ -315,6 +315,18 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``vyre cache info`` / ``vyre cache clear``: the kernel cache (vyre/driver/binary_cache.py)."""
+    from .driver import binary_cache
+
+    if args.action == "clear":
+        n = binary_cache.clear()
+        print(f"removed {n} kernel cache entr{'y' if n == 1 else 'ies'} from {binary_cache.kernels_root()}")
+    else:
+        print("\n".join(binary_cache.info().lines()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vyre", description="vyre: a Python JIT kernel compiler")
     sub = p.add_subparsers(dest="command", required=True)
@@ -349,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="backend that runs the sheaf diffusion (default: the driver's)")
     a.add_argument("--threshold", type=float, default=0.5, help="flag threshold")
     a.set_defaults(fn=cmd_analyze)
+    c = sub.add_parser("cache", help="the compiled-kernel cache: info (location, entries, size) or clear")
+    c.add_argument("action", choices=["info", "clear"])
+    c.set_defaults(fn=cmd_cache)
     return p
 
 

@@ -10,7 +10,14 @@ variable            meaning
 ``VYRE_TUNE_BUDGET`` seconds the autotuner may spend per kernel and size class (default
                     0.25; ``inf`` or ``0``: unbounded / never measure)
 ``XDG_CACHE_HOME``  used as ``$XDG_CACHE_HOME/vyre`` when ``VYRE_CACHE_DIR`` is unset
-``HOME``            used as ``~/.cache/vyre`` when neither of the above is set
+``HOME``            used as ``~/.cache/vyre`` when neither of the above is set (Linux; macOS and
+                    Windows use their own user cache directory, through ``platformdirs``)
+``VYRE_CACHE_MAX_MB`` size limit of the kernel cache in MiB (least recently used entries go
+                    first; default 1024; ``0``: no limit)
+``VYRE_BINARY_CACHE`` ``0``/``off``: keep no compiled machine code (CPU kernels then load through
+                    numba's own cache, as before the binary cache); default on
+``NUMBA_NUM_THREADS`` threads of the CPU thread pool (numba's variable; default: usable CPUs)
+``NUMBA_CPU_NAME``, ``NUMBA_CPU_FEATURES``  the CPU numba compiles for (part of kernel cache keys)
 ==================  =====================================================================
 
 Read the environment once with :func:`read_settings` (or pass a mapping in tests); every field is
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +46,8 @@ HOME_ENV = "HOME"
 TUNE_BUDGET_ENV = "VYRE_TUNE_BUDGET"
 #: Seconds the autotuner may spend on one kernel and size class unless ``VYRE_TUNE_BUDGET`` says.
 DEFAULT_TUNE_BUDGET_S = 0.25
+CACHE_MAX_MB_ENV = "VYRE_CACHE_MAX_MB"
+DEFAULT_CACHE_MAX_MB = 1024
 
 
 class Mode(enum.Enum):
@@ -100,13 +110,24 @@ class Settings:
     xdg_cache_home: Path | None
     home: Path
     tune_budget: float = DEFAULT_TUNE_BUDGET_S
+    cache_max_bytes: int = DEFAULT_CACHE_MAX_MB << 20  # 0: no limit
+    binary_cache: bool = True
+    num_threads: int = 1
+    numba_cpu_name: str | None = None
+    numba_cpu_features: str | None = None
 
     def cache_root(self) -> Path:
-        """``$VYRE_CACHE_DIR``, else ``$XDG_CACHE_HOME/vyre``, else ``~/.cache/vyre``."""
+        """``$VYRE_CACHE_DIR``, else ``$XDG_CACHE_HOME/vyre``, else the platform's user cache
+        directory (``platformdirs``): ``~/.cache/vyre`` on Linux and other XDG systems,
+        ``~/Library/Caches/vyre`` on macOS, ``%LOCALAPPDATA%\\vyre\\Cache`` on Windows."""
         if self.cache_dir is not None:
             return self.cache_dir
         if self.xdg_cache_home is not None:
             return self.xdg_cache_home / "vyre"
+        if sys.platform in ("darwin", "win32"):
+            import platformdirs
+
+            return Path(platformdirs.user_cache_dir("vyre", appauthor=False))
         return self.home / ".cache" / "vyre"
 
 
@@ -125,6 +146,29 @@ def _home(env: Mapping[str, str]) -> Path:
         return Path(".")
 
 
+def _usable_cpus() -> int:
+    """CPUs this process may run on (numba's default thread count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
+    value = _nonempty(env, name)
+    if value is None:
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        n = minimum - 1
+    if n < minimum:
+        warnings.warn(f"{name}={value!r} is not an integer >= {minimum}; using {default}. "
+                      f"Fix: set {name} to such an integer or unset it.", stacklevel=3)
+        return default
+    return n
+
+
 def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Parse the environment (``os.environ`` unless a mapping is given)."""
     env = os.environ if environ is None else environ
@@ -140,6 +184,11 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
         xdg_cache_home=xdg_path,
         home=_home(env),
         tune_budget=_budget(env.get(TUNE_BUDGET_ENV)),
+        cache_max_bytes=_positive_int(env, CACHE_MAX_MB_ENV, DEFAULT_CACHE_MAX_MB, minimum=0) << 20,
+        binary_cache=env.get("VYRE_BINARY_CACHE", "1").strip().lower() not in ("0", "off", "false", "no"),
+        num_threads=_positive_int(env, "NUMBA_NUM_THREADS", _usable_cpus()),
+        numba_cpu_name=_nonempty(env, "NUMBA_CPU_NAME"),
+        numba_cpu_features=env.get("NUMBA_CPU_FEATURES"),
     )
 
 

@@ -60,8 +60,11 @@ def _intact(text: str, key: str) -> bool:
     return text.startswith(_header(key, body))
 
 
-def load_module(target: str, key: str, source: str, use_disk: bool = True) -> tuple[ModuleType, bool]:
+def load_module(target: str, key: str, source: str, use_disk: bool = True,
+                fresh: bool = False) -> tuple[ModuleType, bool]:
     """Import the module for ``key`` (writing ``source`` first if the disk has no intact copy).
+    ``fresh`` drops numba's cached machine code for it first, so numba compiles here and keeps the
+    object code (the binary cache saves it; numba's own cache hit hands it to LLVM and keeps none).
 
     Returns the module and whether it came from a cache (memory or disk)."""
     ident = f"{key}_{blake3.blake3(source.encode()).hexdigest()[:16]}"
@@ -82,6 +85,8 @@ def load_module(target: str, key: str, source: str, use_disk: bool = True) -> tu
                 existing = None
             except (OSError, UnicodeDecodeError):
                 existing = ""  # unreadable: as corrupt as a wrong digest
+            if fresh:
+                _purge_compiled(path)
             if existing == text:
                 hit = True
                 stats["disk_hits"] += 1
@@ -152,5 +157,9 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def clear_memory() -> None:
+    """Forget the modules and CPU binaries this process loaded (the next compile reads the disk)."""
+    from . import cpu_compile
+
     with _lock:
         _modules.clear()
+    cpu_compile.clear_memory()

@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,9 @@ from .bind import BindPlan, check_names
 from .coverage import check_id_lengths
 from .geometry import Grid, default_grid, flat_invocations, grid3, is_int, launch_grid
 from .launch_policy import choose_launch
+from .native_cpu import args_fit
 
+SERIAL, PARALLEL = "vyre_kernel", "vyre_kernel_parallel"
 # CPU dispatches of fewer invocations run the serial kernel: below this the thread pool's wake-up
 # costs more than it saves, and the parallel kernel is not even compiled until needed.
 PARALLEL_MIN_INVOCATIONS = 1 << 15
@@ -31,18 +34,34 @@ _ENV: Any = getattr(os.environ, "_data", os.environ)
 _ENV_BACKEND_KEY: Any = b"VYRE_BACKEND" if _ENV is not os.environ and os.name == "posix" else "VYRE_BACKEND"
 
 
-def _versions(backend: str) -> list[str]:
-    import numba
-
-    parts = [f"codegen={CODEGEN_VERSION}", f"numba={numba.__version__}", f"numpy={np.__version__}"]
+def _versions(backend: str) -> tuple[str, ...]:
+    """Toolchain versions in the kernel key, read without importing the toolchain (importing numba
+    to ask it would cost half a second on a binary cache hit)."""
+    parts = [f"codegen={CODEGEN_VERSION}", f"numba={dist_version('numba')}", f"numpy={np.__version__}"]
     if backend in ("cuda", "cudasim"):
-        try:
-            from importlib.metadata import version
+        parts.append(f"numba-cuda={dist_version('numba-cuda', 'numba_cuda')}")
+    return tuple(parts)
 
-            parts.append(f"numba-cuda={version('numba-cuda')}")
-        except Exception:
-            parts.append("numba-cuda=?")
-    return parts
+
+@functools.cache
+def dist_version(dist: str, package: str | None = None) -> str:
+    """The installed version of distribution ``dist`` (whose import package is ``package``, default
+    ``dist``): from the one ``<dist>-<version>.dist-info`` beside the package, else from
+    ``importlib.metadata`` (slower to import); ``?`` when not installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package or dist)
+    if spec is not None and spec.submodule_search_locations:
+        site = Path(next(iter(spec.submodule_search_locations))).parent
+        infos = list(site.glob(f"{dist.replace('-', '_')}-*.dist-info"))
+        if len(infos) == 1:
+            return infos[0].name[len(dist) + 1:-len(".dist-info")]
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +96,7 @@ class Kernel:
 
     program: Program
     backend: str
-    source: str | None
+    _source: str | None
     key: str
     cache_hit: bool
     compile_seconds: float
@@ -86,6 +105,17 @@ class Kernel:
     launch: Launch | None = None
     _fast: Any = field(repr=False, default=None)
     _fn_parallel: Any = field(repr=False, default=None)
+    # CPU kernels loaded as machine code (vyre.driver.cpu_compile): the source and numba's module,
+    # made on demand (the source for reading, the module for arrays the machine code cannot take)
+    _emit: Any = field(repr=False, default=None)
+    _module: Any = field(repr=False, default=None)
+
+    @property
+    def source(self) -> str | None:
+        """The generated numba source (None for the interpreter)."""
+        if self._source is None and self._emit is not None:
+            self._source = self._emit()
+        return self._source
 
     def default_launch(self, invocations: int) -> Launch:
         if self.backend == "cpu":
@@ -153,9 +183,13 @@ class Kernel:
             la = self.launch or self.default_launch(n)
             chunk = la.wg * la.ipt
             fn = self._cpu_entry(n, n > chunk)
+            if self._module is not None and not args_fit(arrays.values()):
+                fn = getattr(self._module(), SERIAL if fn is self._fn else PARALLEL)
             fn(*(arrays[b.name] for b in self.storage), n, chunk)
         else:
             fn = self._cpu_entry(g[0] * g[1] * g[2] * self.program.workgroup_invocations, g != (1, 1, 1))
+            if self._module is not None and not args_fit(arrays.values()):
+                fn = getattr(self._module(), SERIAL if fn is self._fn else PARALLEL)
             fn(*(arrays[b.name] for b in self.storage), *g)
         return {b.name: _shaped(inputs.get(b.name), arrays[b.name]) for b in self.writable}
 
@@ -187,21 +221,21 @@ def compile(program: Program, backend: str | None = None, *, parallel: bool = Tr
         parts.append(f"cc={compute_capability()}")
     key = cache.kernel_key(*parts)
     if b == "cpu":
-        from ..codegen.cpu import emit_cpu
+        from . import cpu_compile
 
-        from .cpu_selfcheck import vectorize_ok
+        built = cpu_compile.build(program, key, parts, parallel=parallel, disk_cache=disk_cache)
+        k = Kernel(program, b, built.source, key, built.hit, time.perf_counter() - t0, built.serial, built.flat)
+        k._fn_parallel = built.parallel
+        if built.source is None:  # machine code: source and numba's module only when asked for
+            k._emit = lambda: cpu_compile.emit(program, parallel=parallel, disk_cache=disk_cache)
+            k._module = built.module
+        return k
+    from ..codegen.cuda import emit_cuda
 
-        source = emit_cpu(program, parallel=parallel, cache=disk_cache, vectorize=vectorize_ok())
-    else:
-        from ..codegen.cuda import emit_cuda
-
-        source = emit_cuda(program, cache=disk_cache and b == "cuda", simulator=b == "cudasim")
+    source = emit_cuda(program, cache=disk_cache and b == "cuda", simulator=b == "cudasim")
     mod, hit = cache.load_module(b, key, source, use_disk=disk_cache and b != "cudasim")
     fn = mod.vyre_kernel
-    k = Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn, bool(mod.VYRE_FLAT))
-    if getattr(mod, "VYRE_PARALLEL", False):
-        k._fn_parallel = mod.vyre_kernel_parallel
-    return k
+    return Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn, bool(mod.VYRE_FLAT))
 
 
 _kernels: dict[tuple[bytes, str, tuple[int, int, int]], Kernel] = {}

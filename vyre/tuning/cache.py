@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Protocol
 
 import blake3
-import filelock
 
 from ..errors import TunerError
 
@@ -341,6 +340,8 @@ class TunerCache:
 @contextlib.contextmanager
 def _locked(lock_path: Path) -> Iterator[None]:
     """Hold ``lock_path`` exclusively (``filelock``: flock on POSIX, msvcrt locking on Windows)."""
+    import filelock  # deferred: its import costs ~0.1 s, and only saving a decision needs it
+
     lock = filelock.FileLock(lock_path)
     try:
         lock.acquire()

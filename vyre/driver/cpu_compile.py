@@ -1,0 +1,182 @@
+"""Compiling a CPU kernel: the binary cache first, numba only on a miss.
+
+``compile`` computes the binary's key before anything else: the kernel key (program fingerprint,
+options, codegen / numba / numpy versions) plus the buffer declaration order (the fingerprint ignores
+it, the generated parameter order follows it), the host CPU and features numba compiles for, the
+llvmlite and Python versions and :data:`BINARY_VERSION`. On a hit the machine code is linked
+in (vyre/driver/native_cpu.py): no source is generated and numba is not imported. On a miss the
+module is generated and compiled by numba as before (vyre/driver/cache.py); the object code numba
+produced is then written as a binary entry (vyre/driver/binary_cache.py).
+
+The parallel entry is compiled by numba when a dispatch first needs it, so an entry starts with the
+serial kernel; :class:`ParallelOnDemand` compiles the parallel one at its first call (importing numba
+then, if this process loaded the serial kernel as machine code) and adds it to the entry.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from ..ir import Program
+from ..settings import read_settings
+from . import binary_cache, cache, native_cpu
+
+#: Bump when what a CPU binary entry holds, or how it is loaded, changes.
+BINARY_VERSION = 1
+
+SERIAL, PARALLEL = "vyre_kernel", "vyre_kernel_parallel"
+
+
+@dataclass
+class CpuBuild:
+    """What ``compile`` needs for a CPU kernel, from the binary cache or from numba."""
+
+    serial: Callable[..., Any]
+    parallel: Callable[..., Any] | None
+    flat: bool
+    hit: bool
+    source: str | None  # None when loaded as machine code (generated on demand)
+    module: Callable[[], ModuleType]  # numba's module for this kernel (generated and compiled on demand)
+
+
+def binary_key(program: Program, parts: list[str | bytes]) -> str:
+    order = "order=" + ",".join(b.name for b in program.buffers)
+    return cache.kernel_key(*parts, order, *native_cpu.target_parts(), f"cpu-binary={BINARY_VERSION}")
+
+
+def _meta_entry(e: native_cpu.NativeEntry) -> dict[str, Any]:
+    return {"wrapper": e.wrapper, "env": e.env, "symbols": list(e.symbols)}
+
+
+def _entries_of(rec: binary_cache.Record) -> dict[str, native_cpu.NativeEntry]:
+    out = {}
+    for name, m in rec.meta["entries"].items():
+        out[name] = native_cpu.NativeEntry(str(m["wrapper"]), str(m["env"]),
+                                           tuple(str(s) for s in m["symbols"]), rec.blobs[name])
+    return out
+
+
+class _Binary:
+    """The binary entry of one kernel, as this process knows it, and its in-process callables."""
+
+    def __init__(self, key: str, meta: dict[str, Any], blobs: dict[str, bytes]) -> None:
+        self.key = key
+        self.meta = meta
+        self.blobs = blobs
+        self.lock = threading.Lock()
+
+    def add(self, name: str, entry: native_cpu.NativeEntry) -> None:
+        """Record a newly compiled entry point and rewrite the file."""
+        with self.lock:
+            self.meta = {**self.meta, "entries": {**self.meta.get("entries", {}), name: _meta_entry(entry)}}
+            self.blobs = {**self.blobs, name: entry.obj}
+            binary_cache.write("cpu", binary_cache.Record(self.key, self.meta, self.blobs))
+
+
+# Loaded binaries of this process, by binary key: linking one object twice would define its symbols twice.
+_loaded: dict[str, tuple[dict[str, Callable[..., Any]], binary_cache.Record]] = {}
+_lock = threading.Lock()
+
+
+class ParallelOnDemand:
+    """The parallel entry point until it exists: its first call compiles it through numba, runs it,
+    and saves its machine code to the kernel's binary entry (if any)."""
+
+    def __init__(self, module: Callable[[], ModuleType], binary: _Binary | None) -> None:
+        self.module = module
+        self.binary = binary
+        self.fn: Any = None
+        self.lock = threading.Lock()
+
+    def __call__(self, *args: Any) -> Any:
+        if self.fn is not None:
+            return self.fn(*args)
+        with self.lock:
+            fn = getattr(self.module(), PARALLEL)
+            out = fn(*args)
+            if self.binary is not None and self.fn is None:
+                entry = native_cpu.extract(fn)
+                if entry is not None:
+                    self.binary.add(PARALLEL, entry)
+            self.fn = fn
+            return out
+
+
+def emit(program: Program, *, parallel: bool, disk_cache: bool) -> str:
+    """The kernel's source. Whether it may use LLVM's loop vectoriser (vyre/driver/cpu_selfcheck.py)
+    is settled per toolchain and CPU, which the binary key covers, so a binary hit need not ask."""
+    from ..codegen.cpu import emit_cpu
+    from .cpu_selfcheck import vectorize_ok
+
+    return emit_cpu(program, parallel=parallel, cache=disk_cache, vectorize=vectorize_ok())
+
+
+def build(program: Program, key: str, parts: list[str | bytes], *, parallel: bool,
+          disk_cache: bool) -> CpuBuild:
+    state: dict[str, Any] = {}
+
+    def source() -> str:
+        if "source" not in state:
+            state["source"] = emit(program, parallel=parallel, disk_cache=disk_cache)
+        return str(state["source"])
+
+    def module(fresh: bool = False) -> ModuleType:
+        if "module" not in state:
+            state["module"], state["hit"] = cache.load_module("cpu", key, source(), use_disk=disk_cache, fresh=fresh)
+        mod: ModuleType = state["module"]
+        return mod
+
+    bkey = binary_key(program, parts) if disk_cache and read_settings().binary_cache else None
+    if bkey is not None:
+        with _lock:
+            loaded = _loaded.get(bkey)
+            if loaded is None:
+                loaded = _load(bkey)
+                if loaded is not None:
+                    _loaded[bkey] = loaded
+        if loaded is not None:
+            fns, rec = loaded
+            par: Callable[..., Any] | None = fns.get(PARALLEL)
+            if par is None and rec.meta["parallel"]:
+                par = ParallelOnDemand(module, _Binary(bkey, dict(rec.meta), dict(rec.blobs)))
+            return CpuBuild(fns[SERIAL], par, bool(rec.meta["flat"]), True, None, module)
+    # A miss: numba compiles (without its own cache, whose hit keeps no object code to save).
+    mod = module(fresh=bkey is not None)
+    flat, has_parallel = bool(mod.VYRE_FLAT), bool(getattr(mod, "VYRE_PARALLEL", False))
+    binary = None
+    if bkey is not None:
+        entry = native_cpu.extract(getattr(mod, SERIAL))
+        if entry is not None:
+            binary = _Binary(bkey, {"flat": flat, "parallel": has_parallel, "entries": {}}, {})
+            binary.add(SERIAL, entry)
+    par = ParallelOnDemand(module, binary) if has_parallel else None
+    return CpuBuild(getattr(mod, SERIAL), par, flat, bool(state["hit"]), source(), module)
+
+
+def clear_memory() -> None:
+    """Forget the binaries loaded by this process (their machine code stays linked)."""
+    with _lock:
+        _loaded.clear()
+
+
+def _load(bkey: str) -> tuple[dict[str, Callable[..., Any]], binary_cache.Record] | None:
+    """Link the binary entry ``bkey``; None when there is none or it cannot be used (then it is
+    deleted, and the caller compiles and writes a fresh one)."""
+    rec = binary_cache.read("cpu", bkey)
+    if rec is None:
+        return None
+    try:
+        if not (isinstance(rec.meta.get("flat"), bool) and isinstance(rec.meta.get("parallel"), bool)):
+            raise KeyError("flat/parallel")
+        entries = _entries_of(rec)
+        if SERIAL not in entries:
+            raise KeyError(SERIAL)
+        fns = native_cpu.load(entries)
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, native_cpu.NativeLoadError):
+        binary_cache.discard("cpu", bkey)
+        return None
+    return fns, rec
