@@ -223,3 +223,33 @@ def test_handle_rejects_unknown_and_gradient_buffers() -> None:
         vg({**_chain_inputs(4), "grad_x": np.zeros(4, np.float32)})
     with pytest.raises(AutodiffError):
         value_and_grad_fn(fused_chain(), "out", ["nope"])
+
+
+# ---- JAX arrays through DLPack (eagerly; not under jax.jit) ---------------------------------------
+
+def test_jax_arrays_are_read_through_dlpack_and_results_come_back_as_jax() -> None:
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    a = _chain_inputs(64, seed=5)
+    jx, jy = jnp.asarray(a["x"]), jnp.asarray(a["y"])
+    out = np.zeros(64, np.float32)
+    vyre.dispatch(fused_chain(), {"x": jx, "y": jy, "out": out}, backend="cpu")
+    np.testing.assert_allclose(out, vcompile(fused_chain(), "interp")(a)["out"], rtol=1e-6, atol=1e-6)
+    with pytest.raises(DispatchError, match="immutable"):
+        vyre.dispatch(fused_chain(), {"x": jx, "y": jy, "out": jnp.zeros(64, jnp.float32)}, backend="cpu")
+    loss, g = value_and_grad(fused_chain(), {"x": jx, "y": jy, "out": jnp.zeros(64, jnp.float32)}, "out",
+                             ["x", "y"], backend="cpu")
+    ref_loss, ref = value_and_grad(fused_chain(), a, "out", ["x", "y"], backend="cpu")
+    assert isinstance(g["x"], jax.Array) and loss == pytest.approx(ref_loss, rel=1e-12)
+    np.testing.assert_array_equal(np.asarray(g["x"]), ref["x"])
+
+
+def test_vyre_under_jax_jit_is_a_clear_error() -> None:
+    jax = pytest.importorskip("jax")
+
+    @jax.jit
+    def f(x: object) -> object:
+        return vyre.dispatch(fused_chain(), {"x": x, "y": x, "out": np.zeros(8, np.float32)}, backend="cpu")["out"]
+
+    with pytest.raises(DispatchError, match=r"jax\.pure_callback"):
+        f(jax.numpy.zeros(8, jax.numpy.float32))

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import DispatchError, VyreError
 from ..ir import BufferAccess, BufferDecl, DataType, Program
-from .dlpack import DL_CPU, dlpack_device, host_view, is_dlpack, is_immutable
+from .dlpack import DL_CPU, check_not_traced, dlpack_device, host_view, is_dlpack, is_immutable
 
 
 def check_names(program: Program, names: list[str], err: type[VyreError] = DispatchError) -> None:
@@ -63,6 +63,7 @@ def check_host_array(decl: BufferDecl, arr: Any, err: type[VyreError] = Dispatch
     """Validate one host array for ``decl`` and return its flat view (no copy). Host DLPack objects
     (PyTorch CPU tensors, ...) are viewed through :func:`host_array`."""
     if not isinstance(arr, np.ndarray):
+        check_not_traced(arr, decl.name, err)
         arr = host_array(decl, arr, err)
     if not isinstance(arr, np.ndarray):
         raise err(

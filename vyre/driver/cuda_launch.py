@@ -16,7 +16,7 @@ from .bind import (
 )
 from .devices import current_device, inputs_device, on_device
 from .coverage import check_id_lengths
-from .dlpack import DL_CPU, device_view, dlpack_device, is_dlpack, is_immutable
+from .dlpack import DL_CPU, check_not_traced, device_view, dlpack_device, is_dlpack, is_immutable
 from .fast_launch import CAPTURE, launch_stream, make_fast_launch
 from .geometry import flat_invocations, grid3
 from .launch_policy import choose_launch
@@ -93,6 +93,7 @@ def device_arg(decl: BufferDecl, obj: Any, legacy_launch: bool = False) -> tuple
     if isinstance(obj, np.ndarray):
         flat = check_host_array(decl, obj)
         return cuda.to_device(flat), flat
+    check_not_traced(obj, decl.name)
     if type(obj).__module__.startswith("torch"):
         _check_torch(decl, obj)
     if decl.access.writable and is_immutable(obj):

@@ -75,6 +75,15 @@ def is_immutable(obj: Any) -> bool:
     return type(obj).__module__.split(".")[0] in ("jax", "jaxlib")
 
 
+def check_not_traced(obj: Any, name: str, err: type[VyreError] = DispatchError) -> None:
+    """Refuse a value being traced by a JIT (``jax.jit``): it has no data to run a kernel on."""
+    t = type(obj)
+    if "Tracer" in t.__name__ and t.__module__.split(".")[0] in ("jax", "jaxlib"):
+        raise err(f"buffer {name!r} is a JAX tracer: vyre kernels run on concrete arrays and cannot be traced "
+                  "by jax.jit (an XLA custom call would be needed). Fix: call vyre outside jax.jit on concrete "
+                  "arrays, or wrap the call in jax.pure_callback (host arrays)")
+
+
 def host_view(obj: Any, name: str, err: type[VyreError] = DispatchError) -> np.ndarray:
     """A zero-copy numpy view of a host DLPack object (a PyTorch CPU tensor, a JAX CPU array)."""
     try:
