@@ -3,11 +3,10 @@
 They run on the inlined, uniquely renamed source tree (same shape as the user's ``entry``), so
 every :class:`~vyre.errors.AutodiffError` names the offending statement by its path.
 
-Activity: a float value is *active* when it depends (through values, not control) on a buffer
-being differentiated; an integer or bool value is *tainted* when it depends on an active float
-(a comparison, a float->int cast, a load at a tainted index). Under the zero-derivative policy
-of :mod:`vyre.autodiff.rules`, a float computed from a tainted value (``cast(f32, cast(u32,
-x))``) or by a piecewise-constant op or ``stop_gradient`` is not active: its derivative is 0.
+Activity: a float value is *active* when it depends (through float values, not control) on a
+buffer being differentiated. Under the zero-derivative policy of :mod:`vyre.autodiff.rules`, a
+float computed from an integer or bool (``cast(f32, cast(u32, x))``, ``cast(f64, x > 0)``) or by
+a piecewise-constant op or ``stop_gradient`` is not active: its derivative is 0.
 """
 
 from __future__ import annotations
@@ -119,111 +118,82 @@ def check_request(program: Program, outputs: Iterable[str], inputs: Iterable[str
 
 @dataclass
 class Activity:
-    """Fixed point of which locals are active (floats) or tainted (ints/bools)."""
+    """Fixed point of which float locals are active (depend on a differentiated buffer)."""
 
     program: Program
     active_bufs: set[str]
     types: dict[str, DataType] = field(default_factory=dict)
     active: set[str] = field(default_factory=set)
-    taint: set[str] = field(default_factory=set)
     report: Callable[[Expr, str], None] | None = None
 
-    def info(self, e: Expr) -> tuple[DataType, bool, bool]:
-        """(type, active, tainted) of ``e``."""
+    def info(self, e: Expr) -> tuple[DataType, bool]:
+        """(type, active) of ``e``. Integers and bools are never active: a float computed from
+        one has derivative 0 (the zero-derivative policy of :mod:`vyre.autodiff.rules`)."""
         match e:
             case LitBool():
-                return DataType.BOOL, False, False
+                return DataType.BOOL, False
             case LitI32():
-                return DataType.I32, False, False
+                return DataType.I32, False
             case LitU32() | BufLen() | InvocationId() | WorkgroupId() | LocalId():
-                return DataType.U32, False, False
+                return DataType.U32, False
             case SubgroupLocalId() | SubgroupSize():
-                return DataType.U32, False, False
+                return DataType.U32, False
             case LitF32():
-                return DataType.F32, False, False
+                return DataType.F32, False
             case LitF64():
-                return DataType.F64, False, False
+                return DataType.F64, False
             case Var(name):
-                return self.types[name], name in self.active, name in self.taint
+                return self.types[name], name in self.active
             case Load(buf, idx):
+                self.info(idx)
                 ty = self.program.buffer(buf).element
-                _, _, it = self.info(idx)
-                if ty.is_float:
-                    return ty, buf in self.active_bufs, False
-                return ty, False, it
+                return ty, ty.is_float and buf in self.active_bufs
             case Atomic(_, buf, idx, v, ex):
+                for x in (idx, *(() if ex is None else (ex,))):
+                    self.info(x)
                 ty = self.program.buffer(buf).element
-                parts = [self.info(idx), self.info(v)] + ([self.info(ex)] if ex is not None else [])
-                if ty.is_float:
-                    return ty, buf in self.active_bufs or parts[1][1], False
-                return ty, False, any(p[1] or p[2] for p in parts)
+                return ty, ty.is_float and (buf in self.active_bufs or self.info(v)[1])
             case BinOp(op, a, b):
-                ta, aa, at = self.info(a)
-                _, ba, bt = self.info(b)
+                ta, aa = self.info(a)
+                ba = self.info(b)[1]
                 ty = BINOP_RULES[op].result_for(ta)
-                return self._combine(ty, [(ta, aa, at), (ta, ba, bt)], e)
+                return ty, ty.is_float and (aa or ba)
             case UnOp(op, a):
-                ta, aa, at = self.info(a)
+                ta, aa = self.info(a)
                 ty = UNOP_RULES[op].result_for(ta)
                 if stops_gradient(e):
-                    return ty, False, aa or at  # derivative 0 (rules.py's zero-derivative policy)
+                    return ty, False  # derivative 0 (rules.py's zero-derivative policy)
                 if aa and ty.is_float and isinstance(UNOP_DERIV[op], NonDiff) and self.report:
-                    rule = UNOP_DERIV[op]
+                    rule = UNOP_DERIV[op]  # a float-valued op without a rule: a table bug
                     assert isinstance(rule, NonDiff)
                     self.report(e, f"{op.name.lower()} of a value that depends on a differentiated "
                                    f"input: {rule.why}|{rule.fix}")
-                return self._combine(ty, [(ta, aa, at)], e)
+                return ty, ty.is_float and aa
             case Select(c, a, b):
-                _, _, ct = self.info(c)
-                ta, aa, at = self.info(a)
-                _, ba, bt = self.info(b)
-                if ta.is_float:
-                    return ta, aa or ba, False
-                return ta, False, ct or at or bt or aa or ba
+                self.info(c)
+                ta, aa = self.info(a)
+                return ta, ta.is_float and (aa or self.info(b)[1])
             case Cast(target, v):
-                tv, va, vt = self.info(v)
-                if target.is_float and not tv.is_float:
-                    return target, False, False  # derivative 0 (the zero-derivative policy)
-                if target.is_float:
-                    return target, va, False
-                return target, False, va or vt
+                tv, va = self.info(v)
+                # from an int or bool: derivative 0 (the zero-derivative policy)
+                return target, target.is_float and tv.is_float and va
             case Fma(a, b, c):
                 parts = [self.info(x) for x in (a, b, c)]
-                return parts[0][0], any(p[1] for p in parts), False
+                return parts[0][0], any(p[1] for p in parts)
             case SubgroupBallot(c):
-                _, ca, ct = self.info(c)
-                return DataType.U32, False, ca or ct
+                self.info(c)
+                return DataType.U32, False
             case SubgroupShuffle(v, lane):
-                tv, va, vt = self.info(v)
-                _, _, lt = self.info(lane)
-                return tv, va, vt or lt
+                self.info(lane)
+                return self.info(v)
             case SubgroupReduce(_, v):
                 return self.info(v)
             case Call(op_id, args):  # kept only for a custom adjoint (vyre.autodiff.custom)
                 parts = [self.info(a) for a in args]
                 ty = self.program.function(op_id).result
-                if ty.is_float:
-                    return ty, any(p[1] for p in parts), False
-                return ty, False, any(p[1] or p[2] for p in parts)
+                return ty, ty.is_float and any(p[1] for p in parts)
             case _:
                 raise TypeError(f"not a vyre expression: {e!r}")
-
-    @staticmethod
-    def _combine(ty: DataType, parts: list[tuple[DataType, bool, bool]],
-                 e: Expr) -> tuple[DataType, bool, bool]:
-        if ty.is_float:
-            return ty, any(p[1] for p in parts), False
-        return ty, False, any(p[1] or p[2] for p in parts)
-
-    def _set(self, name: str, act: bool, tnt: bool) -> bool:
-        changed = False
-        if act and name not in self.active:
-            self.active.add(name)
-            changed = True
-        if tnt and name not in self.taint:
-            self.taint.add(name)
-            changed = True
-        return changed
 
     def solve(self, body: tuple[Node, ...], *, buffers_from_stores: bool) -> None:
         """Iterate to the fixed point (flow-insensitive over the uniquely named locals).
@@ -238,10 +208,9 @@ class Activity:
             for n in nodes:
                 match n:
                     case Let(name, v) | Assign(name, v):
-                        _, a, t = self.info(v)
-                        changed |= self._set(name, a, t)
-                    case Loop(var, s, e, _):
-                        changed |= self._set(var, False, self.info(s)[2] or self.info(e)[2])
+                        if self.info(v)[1] and name not in self.active:
+                            self.active.add(name)
+                            changed = True
                     case Store(buf, _, v) if buffers_from_stores:
                         if self.info(v)[1] and buf not in self.active_bufs:
                             self.active_bufs.add(buf)
@@ -265,7 +234,7 @@ class Activity:
                     pass
 
     def find_errors(self, body: tuple[Node, ...]) -> None:
-        """Raise the first rejected use of an active or tainted value."""
+        """Raise the first rejected use of an active value."""
         for path, n in iter_paths(body):
             def report(e: Expr, msg: str, path: str = path) -> None:
                 found, fix = msg.split("|", 1)
