@@ -596,3 +596,48 @@ def test_barriers_in_a_loop_bounded_by_a_scalar_parameter(backend: str) -> None:
     vec = rng.standard_normal(70).astype(np.float32)
     got = matvec_tiled(mat, vec, np.zeros(40, np.float32), 70, 3, backend=backend, grid=(2,))["out"]
     np.testing.assert_allclose(got, mat @ vec, rtol=1e-4, atol=1e-5)
+
+
+@vyre.kernel(workgroup_size=64)
+def kitchen(x: Array[f32], keys: Array[u32], out: Array[f32], counts: Array[u32], flags: Array[u32]):
+    i = vyre.gid()
+    v: f32 = x[i]
+    big = v > 1.0 and not (v > 5.0 or vyre.is_nan(v))
+    out[i] += vyre.fma(v, 2.0, 1.0) if big else vyre.f32(keys[i] & 7)
+    old = vyre.atomic_max(counts, keys[i] % 4, i)
+    swapped = vyre.atomic_compare_exchange(flags, 0, 0, i + 1)
+    m = vyre.ballot(v > 0.0)
+    w = vyre.shuffle(v, vyre.lane() ^ 1)
+    out[i] += vyre.f32(m & 1) + w * 0.0 + vyre.f32(old - old) + vyre.f32(swapped * 0)
+
+
+def test_kitchen_sink_matches_builders() -> None:
+    from vyre.ir import AtomicOp, atomic, ballot, fma, is_nan, lane, shuffle
+
+    x, keys, out = read("x", 0, F32), read("keys", 1, U32), output("out", 2, F32)
+    counts, flags = output("counts", 3, U32), output("flags", 4, U32)
+    i, v, big = var("i"), var("v"), var("big")
+    want = Program.wrapped([x, keys, out, counts, flags], 64, [
+        let("i", gid()),
+        let("v", x[i]),
+        let("big", (v > 1.0).and_(((v > 5.0).or_(is_nan(v))).not_())),
+        store(out, i, out[i] + select(big, fma(v, 2.0, 1.0), cast(F32, keys[i] & 7))),
+        let("old", atomic(AtomicOp.MAX, counts, keys[i] % 4, i)),
+        let("swapped", atomic(AtomicOp.COMPARE_EXCHANGE, flags, 0, i + 1, expected=lit_u32(0))),
+        let("m", ballot(v > 0.0)),
+        let("w", shuffle(v, lane() ^ 1)),
+        store(out, i, out[i] + (cast(F32, var("m") & 1) + var("w") * 0.0 + cast(F32, var("old") - var("old"))
+                                + cast(F32, var("swapped") * 0))),
+    ])
+    assert kitchen.program.fingerprint() == want.fingerprint(), str(kitchen.program)
+    xs = np.array([0.5, 2.0, 7.0, np.nan, -1.0, 1.5] * 11, np.float32)[:64]
+    ks = np.arange(64, dtype=np.uint32) * 3
+    for backend in BACKENDS:
+        got = kitchen(xs, ks, np.ones(64, np.float32), np.zeros(4, np.uint32), np.zeros(1, np.uint32),
+                      backend=backend)
+        ref = vyre.dispatch(want, {"x": xs, "keys": ks, "out": np.ones(64, np.float32),
+                                   "counts": np.zeros(4, np.uint32), "flags": np.zeros(1, np.uint32)},
+                            backend="interp")
+        for name in ("out", "counts"):
+            np.testing.assert_array_equal(got[name], ref[name])
+        assert got["flags"][0] >= 1
