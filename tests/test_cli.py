@@ -171,3 +171,15 @@ def test_show_still_prints_ir_and_source(capsys: pytest.CaptureFixture[str]) -> 
     assert cli.main(["show", "saxpy", "--ir-only"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("program wg(256, 1, 1) {") and "buffer out: f32" in out
+
+
+def test_show_a_kernel_from_a_python_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "kernels.py"
+    f.write_text("import vyre\nfrom vyre import Array, f32\n\n@vyre.kernel\n"
+                 "def double(x: Array[f32], out: Array[f32]):\n    out[vyre.gid()] = x[vyre.gid()] * 2.0\n\n"
+                 "@vyre.kernel\ndef triple(x: Array[f32], out: Array[f32]):\n"
+                 "    out[vyre.gid()] = x[vyre.gid()] * 3.0\n")
+    assert cli.main(["show", f"{f}:triple", "--ir-only"]) == 0
+    assert "out[gid(0)] = (x[gid(0)] * 3.0f32)" in capsys.readouterr().out
+    assert cli.main(["show", str(f), "--ir-only"]) == 2
+    assert "Fix: name one" in capsys.readouterr().err

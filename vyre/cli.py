@@ -20,11 +20,16 @@ if TYPE_CHECKING:
 
 
 def load_program(spec: str) -> Program:
-    """A built-in example name, a ``.vyre`` text file, or a wire-format file."""
+    """A built-in example name, a ``.vyre`` text file, a wire-format file, or a ``@vyre.kernel`` in
+    a Python file: ``kernels.py:name`` (``kernels.py`` alone when it defines one kernel)."""
     from .examples import EXAMPLES
 
     if spec in EXAMPLES:
         return EXAMPLES[spec]()
+    if spec.endswith(".py") or ".py:" in spec:
+        from .frontend.api import kernel_in_file
+
+        return kernel_in_file(spec).program
     path = Path(spec)
     if not path.exists():
         raise VyreError(f"{spec!r} is neither a built-in example ({', '.join(EXAMPLES)}) nor a file. "
@@ -337,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="backends, device, versions, cache and tuner state")
     i.set_defaults(fn=cmd_info)
     s = sub.add_parser("show", help="print a program's IR and generated source")
-    s.add_argument("program", help="built-in example name, .vyre file or wire file")
+    s.add_argument("program", help="built-in example name, .vyre file, wire file or kernels.py:name")
     s.add_argument("--backend", choices=["cuda", "cpu"], default="cpu")
     s.add_argument("--ir-only", action="store_true")
     s.set_defaults(fn=cmd_show)

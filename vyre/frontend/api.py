@@ -238,6 +238,29 @@ def _wg3(wg: int | Sequence[int], src: Source) -> tuple[int, int, int]:
     return (s3[0], s3[1], s3[2])
 
 
+def kernel_in_file(spec: str) -> KernelFunction:
+    """``path.py:name`` (or ``path.py`` defining one kernel): run the file as a script, as the CLI
+    does for ``vyre show kernels.py:chain``, and return that ``@vyre.kernel``."""
+    import runpy
+    from pathlib import Path
+
+    path, _, name = spec.rpartition(".py:") if ".py:" in spec else (spec[:-3], "", "")
+    file = Path(path + ".py")
+    if not file.exists():
+        raise DispatchError(f"no file {str(file)!r}. Fix: pass the path of a Python file, e.g. kernels.py:chain")
+    ns = runpy.run_path(str(file), run_name="__vyre_show__")
+    kernels = {k: v for k, v in ns.items() if isinstance(v, KernelFunction)}
+    if name:
+        if name not in kernels:
+            raise DispatchError(f"{file} defines no @vyre.kernel {name!r}; it defines {sorted(kernels)}. "
+                                "Fix: pick one of those")
+        return kernels[name]
+    if len(kernels) != 1:
+        raise DispatchError(f"{file} defines {len(kernels)} kernels {sorted(kernels)}. Fix: name one: "
+                            f"{file}:{next(iter(sorted(kernels)), 'name')}")
+    return next(iter(kernels.values()))
+
+
 def program_of(obj: Any) -> Program:
     """A Program, or the program of a ``@vyre.kernel`` function."""
     if isinstance(obj, Program):
