@@ -58,6 +58,56 @@ def sgd_program() -> Any:
     ])
 
 
+def replicas(n: int) -> int:
+    """Weight copies for the privatised program: one per group of 32 samples (a warp), at most 128."""
+    return max(1, min(128, n // 32))
+
+
+def logistic_program_t(n: int, reps: int) -> Any:
+    """The same loss over column-major data ``XT[j * n + i]`` (neighbouring invocations read
+    neighbouring addresses) and ``reps`` copies of the weights, ``W[r * d + j]``, copy ``r = (i / 32)
+    mod reps``: the weight gradient (an atomic add per warp per weight, made by autodiff) is spread
+    over ``reps`` times more addresses instead of serialising on one cache line."""
+    from vyre.ir import F32, Program, assign, buflen, exp, f32, gid, if_, let, log, loop, output, read, store, u32, var
+
+    XT, y, W, B, out = (read("XT", 0, F32), read("y", 1, F32), read("W", 2, F32), read("B", 3, F32),
+                        output("out", 4, F32))
+    i, j, acc, z, r, d = var("i"), var("j"), var("acc"), var("z"), var("r"), var("d")
+    return Program.wrapped([XT, y, W, B, out], 256, [
+        let("i", gid()),
+        if_(i.lt(buflen(out)), [
+            let("d", buflen(W) // u32(reps)),
+            let("r", (i >> u32(5)) % u32(reps)),
+            let("acc", f32(0.0)),
+            loop("j", u32(0), d, [assign("acc", acc + XT[j * buflen(out) + i] * W[r * d + j])]),
+            let("z", acc + B[r]),
+            store(out, i, (log(f32(1.0) + exp(z)) - y[i] * z) * f32(1.0 / n)),
+        ]),
+    ])
+
+
+def sgd_replicas_program(reps: int) -> Any:
+    """Every weight copy ``-= lr *`` the sum of the copies' gradients (invocation ``k < len(W)``
+    updates ``W[k]``; the next ``reps`` update ``B``)."""
+    from vyre.ir import F32, Program, assign, buflen, f32, gid, if_, let, loop, read, read_write, store, u32, var
+
+    W, B, gW, gB = read_write("W", 0, F32), read_write("B", 1, F32), read("gW", 2, F32), read("gB", 3, F32)
+    k, s, r, d = var("k"), var("s"), var("r"), var("d")
+    return Program.wrapped([W, B, gW, gB], 256, [
+        let("k", gid()),
+        let("d", buflen(W) // u32(reps)),
+        let("s", f32(0.0)),
+        if_(k.lt(buflen(W)), [
+            loop("r", u32(0), u32(reps), [assign("s", s + gW[r * d + k % d])]),
+            store(W, k, W[k] - f32(LR) * s),
+        ]),
+        if_(k.ge(buflen(W)).and_(k.lt(buflen(W) + u32(reps))), [
+            loop("r", u32(0), u32(reps), [assign("s", s + gB[r])]),
+            store(B, k - buflen(W), B[k - buflen(W)] - f32(LR) * s),
+        ]),
+    ])
+
+
 def data(n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     X = (rng.standard_normal((n, d)) / np.sqrt(d)).astype(np.float32)
@@ -66,32 +116,49 @@ def data(n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def run_vyre(X: np.ndarray, y: np.ndarray, steps: int, graph: bool) -> tuple[float, float]:
-    import cupy as cp
-
-    import vyre
+def vyre_setup(X: np.ndarray, y: np.ndarray, xp: Any, replicated: bool) -> tuple[Any, ...]:
+    """The forward and update programs, the handle, their arrays (of array module ``xp``) and the
+    update's grid, for the row-major program or the column-major one with weight replicas."""
+    import vyre  # noqa: F401
     from vyre.autodiff import value_and_grad_fn
 
     n, d = X.shape
+    if replicated:
+        reps = replicas(n)
+        prog, upd = logistic_program_t(n, reps), sgd_replicas_program(reps)
+        args = {"XT": xp.asarray(np.ascontiguousarray(X.T).reshape(-1)), "y": xp.asarray(y),
+                "W": xp.zeros(reps * d, np.float32), "B": xp.zeros(reps, np.float32), "out": xp.zeros(n, np.float32)}
+        vg = value_and_grad_fn(prog, "out", ["W", "B"], backend="cuda" if xp is not np else "cpu")
+        _, g = vg(args)
+        uargs = {"W": args["W"], "B": args["B"], "gW": g["W"], "gB": g["B"]}
+        return prog, upd, vg, args, uargs, (reps * (d + 1) + 255) // 256, ("W", "B")
     prog, upd = logistic_program(n), sgd_program()
-    args = {"X": cp.asarray(X.reshape(-1)), "y": cp.asarray(y), "w": cp.zeros(d, cp.float32),
-            "b": cp.zeros(1, cp.float32), "out": cp.zeros(n, cp.float32)}
-    vg = value_and_grad_fn(prog, "out", ["w", "b"], backend="cuda")
-    loss, g = vg(args)
+    args = {"X": xp.asarray(X.reshape(-1)), "y": xp.asarray(y), "w": xp.zeros(d, np.float32),
+            "b": xp.zeros(1, np.float32), "out": xp.zeros(n, np.float32)}
+    vg = value_and_grad_fn(prog, "out", ["w", "b"], backend="cuda" if xp is not np else "cpu")
+    _, g = vg(args)
     uargs = {"w": args["w"], "b": args["b"], "gw": g["w"], "gb": g["b"]}
-    ugrid = (d + 1 + 255) // 256
+    return prog, upd, vg, args, uargs, (d + 1 + 255) // 256, ("w", "b")
+
+
+def run_vyre(X: np.ndarray, y: np.ndarray, steps: int, graph: bool, replicated: bool = False
+             ) -> tuple[float, float]:
+    import cupy as cp
+
+    import vyre
+
+    n, d = X.shape
+    prog, upd, vg, args, uargs, ugrid, params = vyre_setup(X, y, cp, replicated)
 
     def step() -> Any:
         loss, _ = vg(args)
         vyre.dispatch(upd, uargs, backend="cuda", grid=ugrid)
         return loss
 
-    args["w"].fill(0)
-    args["b"].fill(0)
     for _ in range(5):  # compile, tune, pin the cached launches
         step()
-    args["w"].fill(0)
-    args["b"].fill(0)
+    for p in params:
+        args[p].fill(0)
     cp.cuda.Device().synchronize()
     if not graph and n >= 1 << 16:  # where the time goes: forward alone, fused value+grad, update
         def dev_ms(fn: Any) -> float:
@@ -104,14 +171,15 @@ def run_vyre(X: np.ndarray, y: np.ndarray, steps: int, graph: bool) -> tuple[flo
             b.synchronize()
             return cp.cuda.get_elapsed_time(a, b) / 20
 
-        w0, b0 = args["w"].copy(), args["b"].copy()
+        w0, b0 = args[params[0]].copy(), args[params[1]].copy()
         fwd = dev_ms(lambda: vyre.dispatch(prog, args, backend="cuda"))
         fused = dev_ms(lambda: vg(args))
         upd_t = dev_ms(lambda: vyre.dispatch(upd, uargs, backend="cuda", grid=ugrid))
-        NOTES.append(f"vyre device time per step at {n} x {d}: forward kernel alone {fwd:.3f} ms, "
+        layout = "column-major X, weight replicas" if replicated else "row-major X"
+        NOTES.append(f"vyre ({layout}) device time per step at {n} x {d}: forward kernel alone {fwd:.3f} ms, "
                      f"value_and_grad_fn {fused:.3f} ms, update {upd_t:.3f} ms")
-        args["w"][:] = w0
-        args["b"][:] = b0
+        args[params[0]][:] = w0
+        args[params[1]][:] = b0
         cp.cuda.Device().synchronize()
     if graph:
         with vyre.graph.capture() as gr:
@@ -227,15 +295,18 @@ def main() -> None:
         print("| implementation | us per step | final loss | vs PyTorch eager |\n|---|---|---|---|")
         rows: dict[str, tuple[float, float]] = {}
         runners = {
-            "vyre (value_and_grad_fn + update kernel, eager)": (run_vyre, False),
-            "vyre (the step as a CUDA graph, vyre.graph)": (run_vyre, True),
+            "vyre, row-major X (value_and_grad_fn + update kernel, eager)": (run_vyre, (False, False)),
+            "vyre, row-major X, the step as a CUDA graph (vyre.graph)": (run_vyre, (True, False)),
+            "vyre, column-major X + weight replicas (eager)": (run_vyre, (False, True)),
+            "vyre, column-major X + weight replicas, CUDA graph": (run_vyre, (True, True)),
             "PyTorch eager (autograd)": (run_torch, False),
             "torch.compile (grad_and_value step, inductor)": (run_torch, True),
             "jax.jit (value_and_grad step)": (run_jax, None),
         }
         for name, (fn, flag) in runners.items():
             try:
-                rows[name] = fn(X, y, a.steps) if flag is None else fn(X, y, a.steps, flag)
+                rows[name] = (fn(X, y, a.steps) if flag is None else
+                              fn(X, y, a.steps, *flag) if isinstance(flag, tuple) else fn(X, y, a.steps, flag))
             except Exception as e:  # a peer that fails is reported, the rest still runs
                 print(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} | | |")
         base = rows.get("PyTorch eager (autograd)", (float("nan"), 0.0))[0]
