@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..driver.backends import check_backend, default_backend
+from ..driver.devices import array_device, on_device
 from ..driver.dispatch import dispatch
 from ..errors import DispatchError
 from ..ir import DataType, Program
@@ -105,17 +106,22 @@ class Ctx:
         npd = dtype.np_dtype
         if not self.gpu:
             return np.empty(n, npd)
-        if self.kind is Kind.CUPY:
+        if self.kind is Kind.CUPY:  # on the caller's GPU, wherever the current device is
             import cupy
 
-            return cupy.empty(n, npd)
+            with cupy.cuda.Device(self._like.device.id):
+                return cupy.empty(n, npd)
         if self.kind is Kind.TORCH:
             import torch
 
             return torch.empty(n, dtype=getattr(torch, npd.name), device=self._like.device)
         from numba import cuda
 
-        return cuda.device_array(n, npd)
+        where = array_device(self._like) if self.backend == "cuda" else None
+        if where is None:
+            return cuda.device_array(n, npd)
+        with on_device(where):
+            return cuda.device_array(n, npd)
 
     def run(self, program: Program, arrays: Mapping[str, Any], grid: int) -> None:
         """Dispatch ``program`` over ``grid`` workgroups; results land in the passed arrays."""
