@@ -45,8 +45,6 @@ import numpy as np
 
 from ..errors import DispatchError, TunerError, VyreError
 from ..ir import DataType, Program
-from ..primitives import ConvergenceError, driver_runner, newton_schulz_inv_sqrt
-from ..self_substrate import as_runner, precondition_q16_via
 from ..settings import Mode, read_settings
 from ..driver.bind import bind_host_arrays, storage_buffers
 from ..driver.dispatch import Grid, Kernel, Launch
@@ -240,6 +238,11 @@ def ir_inv_sqrt(backend: str, run: Any = None) -> Callable[[np.ndarray], np.ndar
     """``F -> F^{-1/2}`` by the Newton-Schulz IR programs on ``backend`` (f32, retried in f64
     when f32 does not converge). ``run``: a runner or byte-level dispatcher replacing the
     driver's (tests)."""
+    # deferred, as in ir_apply: only the natural-gradient search needs the IR programs (a process
+    # that only reads cached decisions starts faster without them)
+    from ..primitives import ConvergenceError, driver_runner, newton_schulz_inv_sqrt
+    from ..self_substrate import as_runner
+
     runner = driver_runner(backend) if run is None else as_runner(run)
 
     def inv_sqrt(f: np.ndarray) -> np.ndarray:
@@ -263,6 +266,9 @@ def ir_apply(backend: str, run: Any = None) -> ApplyQ16:
     docs/tuner.md), so the program only sees non-negative values; with weights summing to one,
     every row sum is at most the largest cell and cannot wrap. A result above ``2**31 - 1``
     would mean it did, and raises :class:`TunerError` instead of steering the search."""
+    from ..primitives import driver_runner
+    from ..self_substrate import as_runner, precondition_q16_via
+
     runner = driver_runner(backend) if run is None else as_runner(run)
 
     def apply(matrix_q16: Sequence[int], vector_q16: Sequence[int], n: int) -> list[int]:
