@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import vyre
+from vyre import Array
 from vyre.autodiff import check_grad, hvp, jvp, run_forward, value_and_grad, vjp
 from vyre.autodiff.tape import Tape
 from vyre.errors import AutodiffError
@@ -208,6 +210,8 @@ def test_tape_errors_say_what_and_fix() -> None:
         run_forward(t, {"x": np.zeros(N)}, grid=(1, 1, 1))
     with pytest.raises(AutodiffError, match=r"no step writes 'x'.*Fix:"):
         vjp(t, {"x": np.zeros(N)}, {"x": np.ones(N)}, ["x"], backend="interp")
+    with pytest.raises(AutodiffError, match=r"expected a vyre Program or a @vyre.kernel.*Fix:"):
+        Tape().record("not a program")
     with pytest.raises(AutodiffError, match=r"empty.*Fix:"):
         run_forward(Tape(), {})
     ui = read("n", 0, U32)
@@ -215,3 +219,20 @@ def test_tape_errors_say_what_and_fix() -> None:
         vjp(Tape().record(Program.wrapped([ui, output("out", 1, F64).with_count(N)], 4, [
             store("out", gid(), f64(1.0))])), {"n": np.zeros(1, np.uint32)}, {"out": np.ones(N)},
             ["n"], backend="interp")
+
+
+@vyre.kernel
+def _square(x: Array[f64], out: Array[f64]):
+    i = vyre.gid()
+    if i < len(out):
+        out[i] = x[i] ** 2.0 + vyre.stop_gradient(x[i]) * x[i]
+
+
+def test_kernels_record_like_programs() -> None:
+    square = _square
+    tape = Tape().record(square, {"out": "h"}).record(_sumsq(), {"x": "h", "out": "loss"})
+    x = np.linspace(-1.0, 1.0, N)
+    loss, g = value_and_grad(tape, {"x": x, "h": np.zeros(N)}, "loss", "x", backend="interp")
+    h = 2 * x * x
+    assert loss == pytest.approx(float(np.sum(0.5 * h * h + h)))
+    np.testing.assert_allclose(g["x"], (h + 1.0) * 3 * x, rtol=1e-12)  # stop_gradient: d(h)/dx = 3x

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from ..ir.expr import Atomic, LitU32, Load, walk
 from ..ir.node import Block, If, Let, Loop, Node, Region, Store, node_exprs, walk_nodes
 from ..ir.program import BufferAccess, BufferDecl, Program
 from ..ir.types import DataType
+from .checks import as_program
 from .forward import TANGENT_PREFIX, jvp_program
 from .checkpoint import tape_arrays
 from .runners import Grid, run_program
@@ -98,14 +100,12 @@ class Tape:
     def steps(self) -> tuple[TapeStep, ...]:
         return tuple(self._steps)
 
-    def record(self, program: Program, buffers: Mapping[str, str] | None = None, *,
+    def record(self, program: Program | Any, buffers: Mapping[str, str] | None = None, *,
                grid: Grid | None = None, dim: Grid | None = None) -> Tape:
         """Append a dispatch of ``program`` (validated) over the shared buffers named by
         ``buffers``, with ``grid=`` (workgroups) or ``dim=`` (invocations) as in ``dispatch``
         (default: the program's default grid); returns the tape, so calls chain."""
-        if not isinstance(program, Program):
-            raise AutodiffError(f"Tape.record takes a Program, got {type(program).__name__}. "
-                                "Fix: record one program per dispatch")
+        program = as_program(program)  # a Program or a @vyre.kernel function
         program.validate()
         names = {b.name for b in program.buffers if not b.is_workgroup}
         given = dict(buffers or {})
