@@ -318,3 +318,18 @@ def test_dispatch_falls_back_when_the_cached_launch_has_no_context(monkeypatch: 
                         lambda self, inputs, **kw: checked.append(inputs) or {"o": "slow"})
     assert vyre.dispatch(prog, arrays, backend="cuda") == {"o": "slow"}
     assert len(rec.calls) == 1 and checked == [arrays]
+
+
+def test_inside_a_graph_capture_the_checked_path_is_refused_with_a_fix() -> None:
+    from vyre.driver.cuda_launch import launch_cuda
+    from vyre.driver.fast_launch import CAPTURE
+
+    a_, o_ = read("a", 0, F32), output("o", 1, F32)
+    prog = Program.wrapped([a_, o_], 64, [let("i", gid()), store(o_, var("i"), a_[var("i")])])
+    kernel = vyre.compile(prog, backend="cpu")
+    CAPTURE.stream = 0x7000
+    try:
+        with pytest.raises(DispatchError, match="run the step once"):
+            launch_cuda(kernel, {"a": FakeDeviceArray(4096, 8), "o": FakeDeviceArray(8192, 8)}, None, None)
+    finally:
+        CAPTURE.stream = None
