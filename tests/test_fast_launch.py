@@ -333,3 +333,19 @@ def test_inside_a_graph_capture_the_checked_path_is_refused_with_a_fix() -> None
             launch_cuda(kernel, {"a": FakeDeviceArray(4096, 8), "o": FakeDeviceArray(8192, 8)}, None, None)
     finally:
         CAPTURE.stream = None
+
+
+def test_a_capture_redirects_only_its_own_threads_launches() -> None:
+    import threading
+
+    from vyre.driver.fast_launch import CAPTURE
+
+    seen: list[int | None] = []
+    CAPTURE.stream = 0x7000
+    try:
+        t = threading.Thread(target=lambda: seen.append(CAPTURE.stream))
+        t.start()
+        t.join()
+    finally:
+        CAPTURE.stream = None
+    assert seen == [None]

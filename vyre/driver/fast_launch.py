@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -68,8 +69,9 @@ _launcher: Launcher | None = None
 CUDA_ERROR_INVALID_CONTEXT = 201
 
 
-class _Capture:
-    """The stream a :func:`vyre.graph.capture` block captures on (None outside one)."""
+class _Capture(threading.local):
+    """The stream a :func:`vyre.graph.capture` block of *this thread* captures on (None outside one):
+    other threads' launches are not redirected into a capture they did not start."""
 
     stream: int | None = None
 
