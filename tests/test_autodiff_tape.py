@@ -236,3 +236,17 @@ def test_kernels_record_like_programs() -> None:
     h = 2 * x * x
     assert loss == pytest.approx(float(np.sum(0.5 * h * h + h)))
     np.testing.assert_allclose(g["x"], (h + 1.0) * 3 * x, rtol=1e-12)  # stop_gradient: d(h)/dx = 3x
+
+
+def test_value_and_grad_fn_takes_a_tape() -> None:
+    from vyre.autodiff import value_and_grad_fn
+
+    tape, inputs = _mlp()
+    f = value_and_grad_fn(tape, "loss", ["x", "w"], backend="interp")
+    loss, g = f(inputs)
+    want_loss, want = value_and_grad(tape, inputs, "loss", ["x", "w"], backend="interp")
+    assert loss == want_loss
+    for k in ("x", "w"):
+        np.testing.assert_array_equal(g[k], want[k])
+    with pytest.raises(AutodiffError, match="no step writes"):
+        value_and_grad_fn(tape, "x", "w")

@@ -20,7 +20,7 @@ import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -69,6 +69,10 @@ class _Setup:
             if obj is None or inputs.get(name) is not obj:
                 return False
         return True
+
+
+if TYPE_CHECKING:
+    from .tape import Tape, TapeValueAndGrad
 
 
 class ValueAndGrad:
@@ -157,11 +161,16 @@ class ValueAndGrad:
         return _Setup(refs if len(refs) == len(inputs) else (), own, fills, grads, loss_of, kind, g3, fused,
                       scalar_src)
 
-def value_and_grad_fn(program: Program, output: str | Sequence[str], wrt: str | Sequence[str], *,
-                      backend: str | None = None, grid: Grid | None = None) -> ValueAndGrad:
+def value_and_grad_fn(program: Program | Tape, output: str | Sequence[str], wrt: str | Sequence[str], *,
+                      backend: str | None = None, grid: Grid | None = None) -> ValueAndGrad | TapeValueAndGrad:
     """A reusable ``inputs -> (sum(output), {w: d sum(output) / dw})`` callable (module docs), in the
-    spirit of ``jax.value_and_grad(f)``. ``wrt`` is a name or a list; ``program`` may be a kernel."""
+    spirit of ``jax.value_and_grad(f)``. ``wrt`` is a name or a list; ``program`` may be a kernel,
+    or a :class:`~vyre.autodiff.tape.Tape` (its steps run forward, then their backward programs)."""
     from .checks import as_names, as_program
     from .runners import _one
+    from .tape import Tape, TapeValueAndGrad
+
+    if isinstance(program, Tape):
+        return TapeValueAndGrad(program, _one(output), as_names(wrt, "wrt"), backend=backend, grid=grid)
 
     return ValueAndGrad(as_program(program), _one(output), as_names(wrt, "wrt"), backend=backend, grid=grid)

@@ -524,4 +524,18 @@ def hvp(tape: Tape, inputs: Mapping[str, np.ndarray], output: str, wrt: Sequence
                 ).reshape(shapes[w]) for w in wrt}
 
 
-__all__ = ["MARK_PREFIX", "Tape", "TapeStep"]
+class TapeValueAndGrad:
+    """``inputs -> (loss, grads)`` of a tape, as :func:`vyre.autodiff.value_and_grad_fn` returns
+    for a program (the tape's checks run once, here)."""
+
+    def __init__(self, tape: Tape, output: str, wrt: Sequence[str], *, backend: str | None = None,
+                 grid: Grid | None = None) -> None:
+        _no_grid(grid)
+        _check_names(tape, [output], wrt)
+        self.tape, self.output, self.wrt, self.backend = tape, output, list(wrt), backend
+
+    def __call__(self, inputs: Mapping[str, Any]) -> tuple[float, dict[str, np.ndarray]]:
+        return value_and_grad(self.tape, inputs, self.output, self.wrt, backend=self.backend)
+
+
+__all__ = ["MARK_PREFIX", "Tape", "TapeStep", "TapeValueAndGrad"]
