@@ -44,5 +44,9 @@ def __getattr__(name: str) -> object:
     if name in ("torch", "graph"):
         import importlib
 
-        return importlib.import_module(f".{name}", __name__)
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ImportError as e:  # an AttributeError, so hasattr(vyre, "torch") stays False without PyTorch
+            fix = "pip install torch" if name == "torch" else "pip install 'vyre[cuda]'"
+            raise AttributeError(f"vyre.{name} is unavailable ({e}). Fix: {fix}") from e
     raise AttributeError(f"module 'vyre' has no attribute {name!r}")
