@@ -32,7 +32,7 @@ from vyre.self_substrate import NATURAL_GRADIENT_AUTOTUNER_CALLS, DriverDispatch
 from vyre.settings import Mode
 
 ROOT = Path(__file__).resolve().parent.parent
-N = MIN_TUNE_INVOCATIONS  # the smallest problem the hook measures: 7 CPU candidates
+N = MIN_TUNE_INVOCATIONS  # the smallest problem the hook measures: 6 CPU candidates
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +72,9 @@ def cache_file_entries(root: Path) -> dict[str, list[int]]:
 
 
 def test_candidates_cover_the_knobs_and_respect_the_problem_size() -> None:
-    assert candidates("cpu", 1 << 30) == [Launch(CPU_UNIT, 2**k) for k in range(10)]
-    assert candidates("cpu", 8192) == [Launch(CPU_UNIT, i) for i in (1, 2, 4, 8, 16)]
-    assert candidates("cpu", 10) == [Launch(CPU_UNIT, 1)]  # at least one survives
+    assert candidates("cpu", 1 << 30) == [Launch(CPU_UNIT, 2**k) for k in range(10)]  # too big for serial
+    assert candidates("cpu", 8192) == [Launch(CPU_UNIT, i) for i in (1, 2, 4)] + [autotune.CPU_SERIAL]
+    assert candidates("cpu", 10) == [autotune.CPU_SERIAL]  # the serial entry is always offered
     full = candidates("cuda", 1 << 30)
     assert len(full) == 30 and {c.wg for c in full} == {32, 64, 128, 256, 512, 1024}
     small = candidates("cudasim", 100)
@@ -120,7 +120,7 @@ def test_hook_sweeps_once_and_results_equal_the_untuned_run(tuner_env: Path) -> 
     out = vyre.dispatch(prog, inputs, backend="cpu")["out"]
     (outcome,) = autotune.recent_outcomes()
     assert outcome.source is DecisionSource.SWEEP and outcome.mode is Mode.ON
-    assert outcome.invocations == N and len(outcome.trace) == len(candidates("cpu", N)) == 7
+    assert outcome.invocations == N and len(outcome.trace) == len(candidates("cpu", N)) == 6
     assert outcome.launch in outcome.candidates
     assert outcome.launch == min(outcome.measured, key=lambda c: outcome.measured[c])
     k = kernel_of(prog)
@@ -145,8 +145,8 @@ def test_timing_uses_scratch_copies_so_atomics_count_once(tuner_env: Path) -> No
     grid = (N // 128, 1, 1)
     outcome = autotune.tune(k, {"keys": keys, "counts": counts}, grid, mode=Mode.ON,
                             progress=lambda i, la, ns: seen_during_timing.append(int(counts.sum())))
-    assert outcome.source is DecisionSource.SWEEP and len(outcome.trace) == 7
-    assert seen_during_timing == [0] * 7  # the caller's buffer is untouched while candidates run
+    assert outcome.source is DecisionSource.SWEEP and len(outcome.trace) == 6
+    assert seen_during_timing == [0] * 6  # the caller's buffer is untouched while candidates run
     k.launch = outcome.launch
     k({"keys": keys, "counts": counts}, grid=grid)
     np.testing.assert_array_equal(counts, np.bincount(keys % 97, minlength=97))

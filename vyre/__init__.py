@@ -15,7 +15,13 @@ from .frontend import Array, func, grad, kernel, workgroup_array
 from .frontend.lang import *  # noqa: F403 - exp, gid, f32, atomic_add, ... (listed in lang.__all__)
 from .frontend.lang import __all__ as _lang_names
 
+from .settings import quiet_openmp
+
 __version__ = "0.1.0"
+
+# before numba's OpenMP layer loads (at the first parallel launch, not at import): idle pool
+# threads must not spin on a shared machine (settings.quiet_openmp says why)
+quiet_openmp()
 
 
 def _autotuned_launch(kernel: Kernel, arrays: object, invocations: int) -> Launch | None:

@@ -7,6 +7,8 @@ variable            meaning
 ``VYRE_AUTOTUNER``  tuner :class:`Mode`: ``on``, ``natural``/``ng``, ``off``/``default``;
                     unset or unknown -> the production default, natural gradient
 ``VYRE_CACHE_DIR``  root of every vyre disk cache (kernels, tuner decisions)
+``OMP_WAIT_POLICY``  written, not read: ``import vyre`` sets it to ``passive`` unless it is set
+                    (:func:`quiet_openmp`)
 ``VYRE_TUNE_BUDGET`` seconds the autotuner may spend per kernel and size class (default
                     0.25; ``inf`` or ``0``: unbounded / never measure)
 ``XDG_CACHE_HOME``  used as ``$XDG_CACHE_HOME/vyre`` when ``VYRE_CACHE_DIR`` is unset
@@ -30,12 +32,13 @@ import enum
 import os
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "AUTOTUNER_ENV", "DEFAULT_TUNE_BUDGET_S", "TUNE_BUDGET_ENV", "Mode", "Settings", "cache_root", "read_settings",
+    "AUTOTUNER_ENV", "DEFAULT_TUNE_BUDGET_S", "TUNE_BUDGET_ENV", "Mode", "Settings", "cache_root", "quiet_openmp",
+    "read_settings",
 ]
 
 AUTOTUNER_ENV = "VYRE_AUTOTUNER"
@@ -206,6 +209,26 @@ def _budget(value: str | None) -> float:
                       f"{DEFAULT_TUNE_BUDGET_S}. Fix: set it to e.g. 0.5, or inf for no limit", stacklevel=3)
         return DEFAULT_TUNE_BUDGET_S
     return seconds
+
+
+OMP_WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+
+
+def quiet_openmp(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Set ``OMP_WAIT_POLICY=passive`` unless it is already set; True when it was set here.
+
+    numba's OpenMP threading layer (GNU libgomp) otherwise keeps its idle threads spinning; on a
+    shared or loaded machine every parallel CPU dispatch then waits for spinning threads to be
+    scheduled (measured in BENCHMARKS.md: ~20 ms per call on a loaded 2-core box, against ~0.03 ms
+    passive). libgomp reads the variable when it loads, which numba does at the first parallel
+    launch, so ``import vyre`` calls this first; a process that ran a parallel numba function
+    before importing vyre keeps its policy. It applies to anything else in the process that loads
+    OpenMP later too; set ``OMP_WAIT_POLICY`` yourself to choose otherwise."""
+    env = os.environ if environ is None else environ
+    if env.get(OMP_WAIT_POLICY_ENV):
+        return False
+    env[OMP_WAIT_POLICY_ENV] = "passive"
+    return True
 
 
 def cache_root(settings: Settings | None = None) -> Path:

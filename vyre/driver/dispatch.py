@@ -23,11 +23,15 @@ from .coverage import check_id_lengths
 from .geometry import Grid, default_grid, flat_invocations, grid3, is_int, launch_grid
 from .launch_policy import choose_launch
 from .native_cpu import args_fit
+from .work import work_per_invocation
 
 SERIAL, PARALLEL = "vyre_kernel", "vyre_kernel_parallel"
-# CPU dispatches of fewer invocations run the serial kernel: below this the thread pool's wake-up
-# costs more than it saves, and the parallel kernel is not even compiled until needed.
+# CPU dispatches run on the thread pool when they have this many invocations, or fewer
+# invocations doing at least PARALLEL_MIN_WORK statements in all (loop trip counts included,
+# vyre.driver.work): below that the pool's wake-up costs more than it saves. The threshold is
+# that of an elementwise body (about 4 statements) over 2^15 invocations.
 PARALLEL_MIN_INVOCATIONS = 1 << 15
+PARALLEL_MIN_WORK = 1 << 17
 # os.environ's own dict (bytes keys on POSIX): a membership test there costs no encoding, which
 # matters on the cached dispatch path.
 _ENV: Any = getattr(os.environ, "_data", os.environ)
@@ -81,6 +85,11 @@ class Launch:
                                 "Fix: pick a candidate from vyre.tuning.tuner")
 
 
+@functools.cache
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 @functools.lru_cache(maxsize=512)
 def _launch(wg: int, ipt: int) -> Launch:
     """A default launch, built (and checked) once per shape: the dispatch path asks every call."""
@@ -117,8 +126,13 @@ class Kernel:
             self._source = self._emit()
         return self._source
 
-    def default_launch(self, invocations: int) -> Launch:
+    def default_launch(self, invocations: int, work: float = 0.0) -> Launch:
+        """The launch used without a policy's choice; ``work``: statements per invocation, when
+        known (CPU: few invocations doing much work are split across the cores)."""
         if self.backend == "cpu":
+            if invocations < PARALLEL_MIN_INVOCATIONS and invocations * work >= PARALLEL_MIN_WORK:
+                # few heavy invocations (rows of a softmax): four chunks per core
+                return _launch(max(1, min(1024, -(-invocations // (4 * _cores())))), 1)
             # a few chunks per core: small enough to balance, big enough to amortise the scheduler
             return _launch(1024, max(1, min(4096, invocations // (64 * 1024))))
         if invocations >= INTERLEAVE_MIN_INVOCATIONS:
@@ -143,10 +157,11 @@ class Kernel:
     def writable(self) -> list[BufferDecl]:
         return [b for b in self.storage if b.access.writable]
 
-    def _cpu_entry(self, invocations: int, splittable: bool) -> Any:
-        """The serial kernel, or the parallel one (compiled on first use) for problems big enough
-        to pay for the thread pool."""
-        if self._fn_parallel is not None and splittable and invocations >= PARALLEL_MIN_INVOCATIONS:
+    def _cpu_entry(self, invocations: int, splittable: bool, work: float) -> Any:
+        """The serial kernel, or the parallel one for problems big enough to pay for the thread
+        pool: many invocations, or ``work`` (statements per invocation) enough in all."""
+        if self._fn_parallel is not None and splittable and (
+                invocations >= PARALLEL_MIN_INVOCATIONS or invocations * work >= PARALLEL_MIN_WORK):
             return self._fn_parallel
         return self._fn
 
@@ -180,14 +195,17 @@ class Kernel:
             n = flat_invocations(self.program, g)
             if tune:
                 self.launch = choose_launch(self, arrays, n)
-            la = self.launch or self.default_launch(n)
+            work = work_per_invocation(self.program, arrays) if n < PARALLEL_MIN_INVOCATIONS else 0.0
+            la = self.launch or self.default_launch(n, work)
             chunk = la.wg * la.ipt
-            fn = self._cpu_entry(n, n > chunk)
+            fn = self._cpu_entry(n, n > chunk, work)
             if self._module is not None and not args_fit(arrays.values()):
                 fn = getattr(self._module(), SERIAL if fn is self._fn else PARALLEL)
             fn(*(arrays[b.name] for b in self.storage), n, chunk)
         else:
-            fn = self._cpu_entry(g[0] * g[1] * g[2] * self.program.workgroup_invocations, g != (1, 1, 1))
+            total = g[0] * g[1] * g[2] * self.program.workgroup_invocations
+            work = work_per_invocation(self.program, arrays) if total < PARALLEL_MIN_INVOCATIONS else 0.0
+            fn = self._cpu_entry(total, g != (1, 1, 1), work)
             if self._module is not None and not args_fit(arrays.values()):
                 fn = getattr(self._module(), SERIAL if fn is self._fn else PARALLEL)
             fn(*(arrays[b.name] for b in self.storage), *g)

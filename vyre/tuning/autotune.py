@@ -6,9 +6,9 @@ one compiled kernel. :func:`launch_for` is the hook ``vyre.dispatch`` calls for 
 ``cpu`` and ``cuda``; :func:`tune` is the same machinery for the CLI and the benchmark.
 
 * Candidates (:func:`candidates`): CUDA ``wg in (32..1024) x ipt in (1..16)`` (threads per block,
-  invocations per thread); CPU chunks ``Launch(1024, ipt)``, ``ipt in (1, 2, 4, ..., 512)``. A
-  candidate whose one block / chunk exceeds the invocation count more than twice is dropped (at
-  least one is kept).
+  invocations per thread), a candidate whose one block exceeds the invocation count more than
+  twice dropped (at least one kept); CPU chunks ``Launch(1024, ipt)``, ``ipt in (1, 2, 4, ...,
+  512)``, smaller than the problem, plus :data:`CPU_SERIAL` (one chunk: the serial entry).
 * Timing never changes results: candidates run on scratch copies of every buffer the program
   writes (host copies on the CPU, device copies on CUDA; read-only inputs are shared), restored
   from the caller's contents before every timed run; the real run comes afterwards. CPU:
@@ -58,7 +58,7 @@ from .tuner import (
 )
 
 __all__ = [
-    "CPU_IPT", "CPU_UNIT", "CUDA_IPT", "CUDA_LAUNCHES_PER_SAMPLE", "CUDA_WORKGROUPS",
+    "CPU_IPT", "CPU_SERIAL", "CPU_UNIT", "CUDA_IPT", "CUDA_LAUNCHES_PER_SAMPLE", "CUDA_WORKGROUPS",
     "MIN_TUNE_INVOCATIONS", "AutotuneWarning", "DecisionSource", "Harness", "TuneOutcome",
     "adapter_fingerprint", "candidates", "check_tunable", "decode_decision", "encode_decision",
     "invocations_for", "ir_apply", "ir_inv_sqrt", "launch_for", "program_key", "recent_outcomes",
@@ -70,6 +70,8 @@ CUDA_IPT: tuple[int, ...] = (1, 2, 4, 8, 16)
 #: The CPU's unit of work: a parallel chunk is ``CPU_UNIT * ipt`` invocations.
 CPU_UNIT = 1024
 CPU_IPT: tuple[int, ...] = tuple(2**k for k in range(10))
+#: One chunk of 2^22 invocations: for problems up to that size, the serial entry.
+CPU_SERIAL = Launch(CPU_UNIT, 4096)
 #: The dispatch hook measures nothing below this many invocations.
 MIN_TUNE_INVOCATIONS = 1 << 15
 #: Back-to-back launches between the two CUDA events of one sample (amortises launch overhead).
@@ -177,7 +179,10 @@ def candidates(backend: str, invocations: int) -> list[Launch]:
     if backend in _CUDA_LIKE:
         full = [Launch(w, i) for w in CUDA_WORKGROUPS for i in CUDA_IPT]
     elif backend == "cpu":
-        full = [Launch(CPU_UNIT, i) for i in CPU_IPT]
+        # parallel chunks smaller than the problem, and one chunk covering it all: the serial
+        # entry (CPU_SERIAL), which wins when the pool's wake-up costs more than it saves
+        split = [Launch(CPU_UNIT, i) for i in CPU_IPT if CPU_UNIT * i < invocations]
+        return [*split, CPU_SERIAL] if invocations <= CPU_SERIAL.wg * CPU_SERIAL.ipt else split
     else:
         adapter_fingerprint(backend)  # raises the error that names the backends
         raise AssertionError(backend)

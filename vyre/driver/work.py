@@ -1,0 +1,168 @@
+"""How much work one invocation does: statements executed, loop trip counts included.
+
+The CPU backend runs a dispatch serially or on the thread pool. Invocation count alone is the
+wrong measure: a row softmax over 4096 rows of 4096 columns has few invocations and a great deal
+of work. :func:`work_per_invocation` estimates the statements one invocation executes, each loop
+multiplying its body by its trip count evaluated from the call's arrays: literal bounds,
+``BufLen``, loads at a literal index of a read-only buffer (scalar parameters), locals bound once
+to such expressions, and ``+ - * / % min max >> <<`` of them. A bound it
+cannot evaluate (a loaded value, an outer loop variable) counts :data:`UNKNOWN_TRIPS` iterations,
+as the self-substrate's static counts do. Branches count both arms (an upper bound).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..ir import (
+    Assign, BinOp, BinOpKind, Block, BufLen, Cast, Expr, If, Let, LitI32, LitU32, Load, Loop, Node, Program,
+    Region, Var, walk_nodes,
+)
+
+__all__ = ["UNKNOWN_TRIPS", "WorkModel", "work_model", "work_per_invocation"]
+
+#: Iterations assumed for a loop whose bounds cannot be evaluated before the run.
+UNKNOWN_TRIPS = 16
+
+Arrays = Mapping[str, Any]  # buffer name -> bound array (anything with .size; numpy for loads)
+_Eval = Callable[[Arrays], float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkModel:
+    """``statements(arrays)``: statements one invocation executes over these bound arrays."""
+
+    fn: Callable[[Arrays], float]
+
+    def statements(self, arrays: Arrays) -> float:
+        return self.fn(arrays)
+
+
+def _bound(e: Expr, lets: Mapping[str, Expr], readonly: frozenset[str], depth: int = 0) -> _Eval:
+    """An evaluator of ``e`` from the call's arrays (None: not known before the run)."""
+    match e:
+        case LitU32(v) | LitI32(v):
+            val = float(v)
+            return lambda _a: val
+        case BufLen(name):
+            return lambda arrays: float(arrays[name].size) if name in arrays else None
+        case Load(name, LitU32(i)) if name in readonly:
+            return lambda arrays: _element(arrays, name, i)
+        case Cast(_, inner):
+            return _bound(inner, lets, readonly, depth + 1)
+        case Var(name) if name in lets and depth < 16:
+            return _bound(lets[name], lets, readonly, depth + 1)
+        case BinOp(op, a, b) if op in _ARITH:
+            fa, fb, f = _bound(a, lets, readonly, depth + 1), _bound(b, lets, readonly, depth + 1), _ARITH[op]
+
+            def ev(arrays: Arrays) -> float | None:
+                x, y = fa(arrays), fb(arrays)
+                return None if x is None or y is None else f(x, y)
+
+            return ev
+        case _:
+            return lambda _a: None
+
+
+def _element(arrays: Arrays, name: str, i: int) -> float | None:
+    a = arrays.get(name)
+    try:
+        v = float(a[i]) if a is not None and i < a.size else None
+    except (TypeError, ValueError, IndexError):  # a device array, or not a number
+        return None
+    return v if v is not None and v == v and abs(v) < 2**40 else None
+
+
+def _div(x: float, y: float) -> float | None:
+    return x // y if y else None
+
+
+def _mod(x: float, y: float) -> float | None:
+    return x % y if y else None
+
+
+_ARITH: dict[BinOpKind, Callable[[float, float], float | None]] = {
+    BinOpKind.ADD: lambda x, y: x + y,
+    BinOpKind.SUB: lambda x, y: max(0.0, x - y),
+    BinOpKind.MUL: lambda x, y: x * y,
+    BinOpKind.DIV: _div,
+    BinOpKind.MOD: _mod,
+    BinOpKind.MIN: min,
+    BinOpKind.MAX: max,
+    BinOpKind.SHR: lambda x, y: x // 2 ** y if 0 <= y < 64 else None,
+    BinOpKind.SHL: lambda x, y: x * 2 ** y if 0 <= y < 64 else None,
+}
+
+
+def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[str]) -> Callable[[Arrays], float]:
+    """Statements executed by ``body`` (loops multiplied by their trip counts)."""
+    flat = 0.0
+    loops: list[tuple[_Eval, _Eval, Callable[[Arrays], float]]] = []
+    nested: list[Callable[[Arrays], float]] = []
+    for n in body:
+        flat += 1
+        match n:
+            case Loop(_, start, end, inner):
+                loops.append((_bound(start, lets, readonly), _bound(end, lets, readonly),
+                              _body(inner, lets, readonly)))
+            case If(_, then, otherwise):
+                nested.append(_body(then, lets, readonly))
+                nested.append(_body(otherwise, lets, readonly))
+            case Block(inner) | Region(_, inner):
+                nested.append(_body(inner, lets, readonly))
+            case _:
+                pass
+
+    def count(arrays: Arrays) -> float:
+        total = flat + sum(f(arrays) for f in nested)
+        for start, end, inner in loops:
+            s, e = start(arrays), end(arrays)
+            trips = UNKNOWN_TRIPS if s is None or e is None else max(0.0, e - s)
+            total += trips * inner(arrays)
+        return total
+
+    return count
+
+
+def _lets(program: Program) -> dict[str, Expr]:
+    """Locals bound by exactly one ``let`` and never assigned: their value is that expression."""
+    seen: dict[str, Expr] = {}
+    bad: set[str] = set()
+    for n in walk_nodes(program.entry):
+        match n:
+            case Let(name, value):
+                if name in seen:
+                    bad.add(name)
+                seen[name] = value
+            case Assign(name, _) | Loop(name, _, _, _):
+                bad.add(name)
+            case _:
+                pass
+    return {k: v for k, v in seen.items() if k not in bad}
+
+
+_cache: dict[int, tuple[Program, WorkModel]] = {}
+_lock = threading.Lock()
+
+
+def work_model(program: Program) -> WorkModel:
+    """The program's :class:`WorkModel` (built once per program object)."""
+    hit = _cache.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    readonly = frozenset(b.name for b in program.buffers if not b.access.writable and not b.is_workgroup)
+    model = WorkModel(_body(program.entry, _lets(program), readonly))
+    with _lock:
+        if len(_cache) > 4096:
+            _cache.clear()
+        _cache[id(program)] = (program, model)
+    return model
+
+
+def work_per_invocation(program: Program, arrays: Arrays) -> float:
+    """Statements one invocation of ``program`` executes over the call's bound ``arrays`` (an
+    estimate; see the module docs)."""
+    return work_model(program).statements(arrays)
