@@ -216,6 +216,9 @@ def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None
     else:
         griddim, blockdim, scalars = g, program.workgroup_size, ()
     _first_launch_guarded(kernel, griddim, blockdim, dev_args, scalars, stream)
+    if kernel._save_binary is not None:  # compiled by that launch: keep the cubin for later processes
+        save, kernel._save_binary = kernel._save_binary, None
+        save()
     for d, flat in copy_back:
         d.copy_to_host(flat)
     want_device = any_device if return_device is None else return_device

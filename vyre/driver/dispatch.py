@@ -24,6 +24,7 @@ from .geometry import Grid, default_grid, flat_invocations, grid3, is_int, launc
 from .launch_policy import choose_launch
 from .native_cpu import args_fit
 from .work import work_per_invocation
+from ..settings import read_settings
 
 SERIAL, PARALLEL = "vyre_kernel", "vyre_kernel_parallel"
 # CPU dispatches run on the thread pool when they have this many invocations, or fewer
@@ -118,6 +119,8 @@ class Kernel:
     # made on demand (the source for reading, the module for arrays the machine code cannot take)
     _emit: Any = field(repr=False, default=None)
     _module: Any = field(repr=False, default=None)
+    # CUDA kernels compiled here: writes the cubin to the binary cache after the first launch
+    _save_binary: Any = field(repr=False, default=None)
 
     @property
     def source(self) -> str | None:
@@ -250,10 +253,29 @@ def compile(program: Program, backend: str | None = None, *, parallel: bool = Tr
         return k
     from ..codegen.cuda import emit_cuda
 
-    source = emit_cuda(program, cache=disk_cache and b == "cuda", simulator=b == "cudasim")
+    def emit() -> str:
+        return emit_cuda(program, cache=disk_cache and b == "cuda", simulator=b == "cudasim")
+
+    bkey = None
+    if b == "cuda" and disk_cache and read_settings().binary_cache:
+        from . import cuda_binary
+
+        # the cubin: numba's compile at the first launch skipped (vyre/driver/cuda_binary.py)
+        bkey = cache.kernel_key(*parts, "order=" + ",".join(x.name for x in program.buffers),
+                                f"nvvm={dist_version('nvidia-nvvm', 'nvidia')}",
+                                f"cuda-binary={cuda_binary.CUDA_BINARY_VERSION}")
+        found = cuda_binary.load(bkey)
+        if found is not None:
+            k = Kernel(program, b, None, key, True, time.perf_counter() - t0, found[0], found[1])
+            k._emit = emit
+            return k
+    source = emit()
     mod, hit = cache.load_module(b, key, source, use_disk=disk_cache and b != "cudasim")
     fn = mod.vyre_kernel
-    return Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn, bool(mod.VYRE_FLAT))
+    k = Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn, bool(mod.VYRE_FLAT))
+    if bkey is not None:
+        k._save_binary = functools.partial(cuda_binary.save, fn, bkey, k.flat)
+    return k
 
 
 _kernels: dict[tuple[bytes, str, tuple[int, int, int]], Kernel] = {}

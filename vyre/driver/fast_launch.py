@@ -282,16 +282,21 @@ def make_fast_launch(kernel: Kernel, inputs: Mapping[str, Any], dev_args: list[A
     if any(isinstance(v, np.ndarray) or not hasattr(v, "__cuda_array_interface__")
            or not _on_a_default_stream(v) for v in inputs.values()):
         return None
-    overloads = list(kernel._fn.overloads.values())
-    if len(overloads) != 1:
-        return None
     try:
-        from cuda.bindings import driver as cu
+        from .cuda_binary import CubinKernel
 
-        handle = overloads[0]._codelibrary.get_cufunc().handle
-        err, func = cu.cuKernelGetFunction(handle)
-        if int(err) != 0:
-            return None
+        if isinstance(kernel._fn, CubinKernel):  # a cubin from the binary cache
+            func = kernel._fn.handle()
+        else:
+            overloads = list(kernel._fn.overloads.values())
+            if len(overloads) != 1:
+                return None
+            from cuda.bindings import driver as cu
+
+            handle = overloads[0]._codelibrary.get_cufunc().handle
+            err, func = cu.cuKernelGetFunction(handle)
+            if int(err) != 0:
+                return None
         launcher = driver_launcher()
     except Exception:  # no libcuda / bindings: numba's own launch keeps working
         return None

@@ -1,0 +1,157 @@
+"""CUDA kernels kept as cubin: saved after numba's first compile, loaded without compiling again.
+
+numba compiles a CUDA kernel at its first launch (NVVM to PTX, then the driver's linker to cubin:
+about 0.5 s on an H100). After that launch :func:`save` writes the linked cubin and the kernel's
+entry symbol to the binary cache (vyre/driver/binary_cache.py) under a key that covers the
+program, the compute capability and the toolchain. A later ``compile`` that finds it gets a
+:class:`CubinKernel`: the cubin is loaded into numba's context of the current device (the driver's
+``cuLibraryLoadData``, through numba-cuda's module loader) and launched through the driver API
+with numba's kernel ABI (vyre/driver/fast_launch.py: per array meminfo, parent, nitems, itemsize,
+data, shape, stride, then the scalars), so the checked launch path and the cached launch path
+run it exactly as they run numba's own kernel.
+
+Kernels that need numba's per-module setup (its CUDA runtime, cooperative launches) are not kept.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import DispatchError
+from . import binary_cache
+
+#: Bump when what a CUDA binary entry holds, or how it is launched, changes.
+CUDA_BINARY_VERSION = 1
+CUBIN = "cubin"
+
+
+def save(dispatcher: Any, key: str, flat: bool) -> bool:
+    """Write the cubin of ``dispatcher`` (numba's CUDA dispatcher, launched once) to the binary
+    cache; False when it cannot be kept (several overloads, numba runtime setup, cooperative)."""
+    overloads = list(getattr(dispatcher, "overloads", {}).values())
+    if len(overloads) != 1:
+        return False
+    kernel = overloads[0]
+    lib = kernel._codelibrary
+    if getattr(kernel, "cooperative", False) or lib._setup_functions or lib._teardown_functions:
+        return False
+    entry = lib._entry_name
+    cubin = lib.get_cubin()
+    if not entry or not cubin:
+        return False
+    rec = binary_cache.Record(key, {"entry": entry, "flat": flat, "format": CUDA_BINARY_VERSION},
+                              {CUBIN: bytes(cubin)})
+    return binary_cache.write("cuda", rec) is not None
+
+
+def load(key: str) -> tuple[CubinKernel, bool] | None:
+    """The kernel of the binary entry ``key`` and whether it is flat, or None (no usable entry;
+    an unusable one is deleted)."""
+    rec = binary_cache.read("cuda", key)
+    if rec is None:
+        return None
+    entry, flat, cubin = rec.meta.get("entry"), rec.meta.get("flat"), rec.blobs.get(CUBIN)
+    if not isinstance(entry, str) or not isinstance(flat, bool) or not cubin \
+            or rec.meta.get("format") != CUDA_BINARY_VERSION:
+        binary_cache.discard("cuda", key)
+        return None
+    return CubinKernel(cubin, entry, key), flat
+
+
+def _stream_handle(stream: Any) -> int:
+    """The raw ``CUstream`` of a numba stream (or an int); 0 is the legacy default stream."""
+    if stream is None:
+        return 0
+    h = getattr(stream, "handle", stream)
+    h = getattr(h, "value", h)
+    return int(h or 0)
+
+
+class CubinKernel:
+    """A cached CUDA kernel, used where numba's dispatcher was: ``k[griddim, blockdim](*args)`` or
+    ``k[griddim, blockdim, stream](*args)`` with numba device arrays (or anything with
+    ``__cuda_array_interface__``) and int scalars, in the compiled order."""
+
+    def __init__(self, cubin: bytes, entry: str, key: str) -> None:
+        self.cubin = cubin
+        self.entry = entry
+        self.key = key
+        self._functions: dict[int, tuple[Any, int]] = {}  # device id -> (numba's function, CUfunction)
+        self._lock = threading.Lock()
+
+    def function(self) -> tuple[Any, int]:
+        """numba's function object (keeps the module loaded) and the ``CUfunction`` handle on the
+        current device, loading the cubin there on first use."""
+        from numba.cuda.cudadrv import devices
+
+        ctx = devices.get_context()
+        dev = ctx.device.id
+        got = self._functions.get(dev)
+        if got is not None:
+            return got
+        with self._lock:
+            got = self._functions.get(dev)
+            if got is None:
+                try:
+                    module = ctx.create_module_image(self.cubin)
+                    fn = module.get_function(self.entry)
+                    from cuda.bindings import driver as cu
+
+                    err, func = cu.cuKernelGetFunction(fn.handle)
+                    if int(err) != 0:
+                        raise RuntimeError(f"cuKernelGetFunction: {err}")
+                except Exception as e:
+                    binary_cache.discard("cuda", self.key)
+                    raise DispatchError(f"the cached CUDA kernel {self.key} could not be loaded ({e}); it was "
+                                        "deleted. Fix: dispatch again (it is compiled afresh)") from e
+                got = (fn, int(func))
+                self._functions[dev] = got
+        return got
+
+    def handle(self) -> int:
+        """The ``CUfunction`` on the current device (what the cached launch calls)."""
+        return self.function()[1]
+
+    def __getitem__(self, config: tuple[Any, ...]) -> Callable[..., None]:
+        griddim, blockdim = config[0], config[1]
+        stream = _stream_handle(config[2]) if len(config) > 2 else 0
+
+        def launch(*args: Any) -> None:
+            self.launch(_dims(griddim), _dims(blockdim), stream, args)
+
+        return launch
+
+    def launch(self, griddim: tuple[int, int, int], blockdim: tuple[int, int, int], stream: int,
+               args: tuple[Any, ...]) -> None:
+        from .fast_launch import driver_launcher, packed_values
+
+        arrays = [a for a in args if hasattr(a, "__cuda_array_interface__")]
+        scalars = tuple(int(a) for a in args if not hasattr(a, "__cuda_array_interface__"))
+        vals_list = packed_values(arrays, scalars)
+        vals = (ctypes.c_int64 * len(vals_list))(*vals_list)
+        base = ctypes.addressof(vals)
+        ptrs = (ctypes.c_void_p * len(vals_list))(*[base + 8 * i for i in range(len(vals_list))])
+        func = ctypes.c_void_p(self.handle())
+        launcher = driver_launcher()
+        if launcher.extended:
+            from .fast_launch import LaunchConfig
+
+            cfg = LaunchConfig(*griddim, *blockdim, 0, ctypes.c_void_p(stream or None), None, 0)
+            err = launcher.fn(ctypes.byref(cfg), func, ptrs, None)
+        else:
+            u = ctypes.c_uint
+            err = launcher.fn(func, *(u(v) for v in (*griddim, *blockdim)), u(0), ctypes.c_void_p(stream or None),
+                              ptrs, None)
+        if err:
+            raise DispatchError(f"the CUDA driver refused the launch of a cached kernel (CUDA error {err}). "
+                                "Fix: check the device state (a previous kernel may have faulted) and the launch "
+                                "shape")
+
+
+def _dims(d: Any) -> tuple[int, int, int]:
+    t = (d,) if isinstance(d, int) else tuple(d)
+    x, y, z = (*(int(v) for v in t), 1, 1)[:3]
+    return x, y, z
