@@ -50,7 +50,8 @@ print(json.dumps({"numpy": [w1 - w0, c1 - c0], "vyre": [w2 - w1, c2 - c1], "firs
 
 
 def child(backend: str, cache_dir: str, extra: dict[str, str] | None = None) -> dict:
-    env = {**os.environ, "VYRE_CACHE_DIR": cache_dir, "VYRE_AUTOTUNER": "off", "PYTHONPATH": str(ROOT),
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "VYRE_CACHE_DIR": cache_dir, "VYRE_AUTOTUNER": "off", "PYTHONPATH": path,
            **(extra or {})}
     out = subprocess.run([sys.executable, "-c", CHILD, backend], env=env, capture_output=True, text=True,
                          timeout=600)
@@ -114,7 +115,8 @@ def machine(backend: str) -> str:
     if backend == "cuda":
         from numba import cuda
 
-        return f"{cuda.get_current_device().name.decode()}"
+        name = cuda.get_current_device().name
+        return name.decode() if isinstance(name, bytes) else str(name)
     model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

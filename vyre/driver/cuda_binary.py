@@ -39,11 +39,16 @@ def save(dispatcher: Any, key: str, flat: bool) -> bool:
     if getattr(kernel, "cooperative", False) or lib._setup_functions or lib._teardown_functions:
         return False
     entry = lib._entry_name
-    cubin = lib.get_cubin()
-    if not entry or not cubin:
+    image = lib.get_cubin()
+    # numba-cuda hands out raw bytes or, lately, a cuda.core ObjectCode holding them
+    wrapped = not isinstance(image, (bytes, bytearray, memoryview))
+    code = getattr(image, "code", None) if wrapped else image
+    if wrapped and getattr(image, "code_type", "cubin") != "cubin":
         return False
-    rec = binary_cache.Record(key, {"entry": entry, "flat": flat, "format": CUDA_BINARY_VERSION},
-                              {CUBIN: bytes(cubin)})
+    if not entry or not isinstance(code, (bytes, bytearray, memoryview)) or not code:
+        return False
+    rec = binary_cache.Record(key, {"entry": entry, "flat": flat, "format": CUDA_BINARY_VERSION,
+                                    "object_code": wrapped}, {CUBIN: bytes(code)})
     return binary_cache.write("cuda", rec) is not None
 
 
@@ -58,7 +63,7 @@ def load(key: str) -> tuple[CubinKernel, bool] | None:
             or rec.meta.get("format") != CUDA_BINARY_VERSION:
         binary_cache.discard("cuda", key)
         return None
-    return CubinKernel(cubin, entry, key), flat
+    return CubinKernel(cubin, entry, key, bool(rec.meta.get("object_code"))), flat
 
 
 def _stream_handle(stream: Any) -> int:
@@ -75,8 +80,9 @@ class CubinKernel:
     ``k[griddim, blockdim, stream](*args)`` with numba device arrays (or anything with
     ``__cuda_array_interface__``) and int scalars, in the compiled order."""
 
-    def __init__(self, cubin: bytes, entry: str, key: str) -> None:
+    def __init__(self, cubin: bytes, entry: str, key: str, object_code: bool = False) -> None:
         self.cubin = cubin
+        self.object_code = object_code  # numba-cuda loads cuda.core ObjectCode, not bytes
         self.entry = entry
         self.key = key
         self._functions: dict[int, tuple[Any, int]] = {}  # device id -> (numba's function, CUfunction)
@@ -96,7 +102,12 @@ class CubinKernel:
             got = self._functions.get(dev)
             if got is None:
                 try:
-                    module = ctx.create_module_image(self.cubin)
+                    image: Any = self.cubin
+                    if self.object_code:
+                        from cuda.core import ObjectCode
+
+                        image = ObjectCode.from_cubin(self.cubin)
+                    module = ctx.create_module_image(image)
                     fn = module.get_function(self.entry)
                     from cuda.bindings import driver as cu
 
