@@ -64,11 +64,12 @@ def test_every_atomic_op_has_a_builder(op: AtomicOp) -> None:
 
 def _public_builders() -> list[str]:
     return [n for n in ir.__all__ if inspect.isfunction(getattr(ir, n))
-            and getattr(ir, n).__module__ == "vyre.ir.builder"]
+            and getattr(ir, n).__module__ in ("vyre.ir.builder", "vyre.ir.program")]
 
 
 @pytest.mark.parametrize("name", _public_builders())
 def test_every_public_builder_has_a_docstring_with_an_example(name: str) -> None:
+    """Builders, and the buffer constructors (read, output, uniform, workgroup ...)."""
     doc = inspect.getdoc(getattr(ir, name)) or ""
     assert doc.strip(), f"{name} has no docstring"
     assert "``" in doc and "(" in doc, f"{name}'s docstring has no one-line example: {doc!r}"

@@ -50,32 +50,41 @@ class BufferDecl:
 
     @staticmethod
     def storage(name: str, binding: int, access: BufferAccess, element: DataType) -> BufferDecl:
+        """A storage buffer of any access: ``storage("w", 3, BufferAccess.WRITE_ONLY, F32)``."""
         return BufferDecl(name, binding, access, element)
 
     @staticmethod
     def read(name: str, binding: int, element: DataType) -> BufferDecl:
+        """A read-only input buffer: ``x = read("x", 0, F32)``."""
         return BufferDecl(name, binding, BufferAccess.READ_ONLY, element)
 
     @staticmethod
     def read_write(name: str, binding: int, element: DataType) -> BufferDecl:
+        """A buffer the kernel reads and writes, not returned: ``acc = read_write("acc", 2, U32)``."""
         return BufferDecl(name, binding, BufferAccess.READ_WRITE, element)
 
     @staticmethod
     def output(name: str, binding: int, element: DataType) -> BufferDecl:
+        """A read-write buffer dispatch returns: ``out = output("out", 1, F32)``."""
         return BufferDecl(name, binding, BufferAccess.READ_WRITE, element, is_output=True)
 
     @staticmethod
     def uniform(name: str, binding: int, element: DataType) -> BufferDecl:
+        """Read-only data the same for every invocation; of count 1 it is a scalar parameter that
+        dispatch also takes as a number: ``a = uniform("a", 0, F32).with_count(1)``."""
         return BufferDecl(name, binding, BufferAccess.UNIFORM, element)
 
     @staticmethod
     def workgroup(name: str, count: int, element: DataType) -> BufferDecl:
+        """Workgroup (shared) memory of ``count`` elements per workgroup: ``workgroup("tile", 256, F32)``."""
         return BufferDecl(name, 0, BufferAccess.WORKGROUP, element, count=count)
 
     def with_count(self, n: int) -> BufferDecl:
+        """The same buffer with a declared element count: ``output("out", 1, F32).with_count(1)``."""
         return replace(self, count=n)
 
     def as_output(self, is_output: bool = True) -> BufferDecl:
+        """The same buffer marked as returned by dispatch: ``read_write("acc", 2, U32).as_output()``."""
         return replace(self, is_output=is_output)
 
     def __getitem__(self, index: ExprLike) -> Load:
