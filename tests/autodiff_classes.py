@@ -232,3 +232,120 @@ def guarded_singular(draw: st.DrawFn) -> Case:
     x = rng.uniform(-2.0, 2.0, N)
     x[0] = -abs(x[0]) - 0.1  # at least one invocation in the singular region
     return Case(prog, {"x": x, "n": np.array([draw(st.integers(0, 3))], np.uint32), "out": np.zeros(N)})
+
+
+# -- programs that synchronise: workgroup memory + barriers, subgroup ops, atomic adds --------------
+
+WG = 64
+NS = 2 * WG
+SYNC_BUFFERS = [read("x", 0, F64), read("y", 1, F64), read("idx", 2, U32), output("out", 3, F64)]
+
+
+@dataclass
+class SyncCase:
+    program: Program
+    inputs: dict[str, np.ndarray]
+    stages: list[str]
+
+    def __repr__(self) -> str:
+        return f"SyncCase(stages={self.stages}, entry={self.program.entry!r})"
+
+
+def _tree(op: str, a: Expr, b: Expr) -> Expr:
+    match op:
+        case "add":
+            return binop(BinOpKind.ADD, a, b)
+        case "max":
+            return binop(BinOpKind.MAX, a, b)
+        case _:
+            return binop(BinOpKind.ADD, a, unop(UnOpKind.SIN, b))
+
+
+@st.composite
+def sync_programs(draw: st.DrawFn) -> SyncCase:
+    """Stages drawn from: a workgroup tree reduction (add, max or a nonlinear combine) read back
+    by every invocation, a neighbour exchange through workgroup memory, subgroup add/max
+    reductions, xor and arbitrary-lane shuffles; the result stored or atomically added (at
+    repeated indices) into ``out``."""
+    from vyre.ir import (
+        barrier, lane, lid, shuffle, subgroup_reduce, workgroup,
+    )
+    from vyre.ir.expr import Atomic
+    from vyre.ir.ops import AtomicOp
+
+    i, lx = gid(), lid()
+    v = var("v")
+    body: list[Node] = [let("v", binop(BinOpKind.ADD, unop(UnOpKind.SIN, load("x", i)),
+                                       binop(BinOpKind.MUL, load("y", i), f64(0.5))))]
+    stages = draw(st.lists(st.sampled_from(["tree_add", "tree_max", "tree_sin", "neighbour", "sg_add",
+                                            "sg_max", "shfl_xor", "shfl_any", "shfl_data"]),
+                           min_size=1, max_size=3))
+    uses_wg = False
+    for k, stage in enumerate(stages):
+        t = f"t{k}"
+        if stage.startswith("tree"):
+            uses_wg = True
+            body += [store("tile", lx, v), barrier()]
+            s = WG // 2
+            while s >= 1:
+                body += [if_(lx.lt(s), [store("tile", lx, _tree(stage[5:], load("tile", lx),
+                                                                   load("tile", binop(BinOpKind.ADD, lx, s))))]),
+                         barrier()]
+                s //= 2
+            body += [let(t, load("tile", 0)), barrier(),
+                     assign("v", binop(BinOpKind.ADD, v, binop(BinOpKind.MUL, var(t), f64(0.05))))]
+        elif stage == "neighbour":
+            uses_wg = True
+            body += [store("tile", lx, unop(UnOpKind.TANH, v)), barrier(),
+                     let(t, binop(BinOpKind.MUL, load("tile", binop(BinOpKind.MOD, binop(BinOpKind.ADD, lx, 1), WG)),
+                                  load("tile", 0))),
+                     barrier(), assign("v", binop(BinOpKind.ADD, v, var(t)))]
+        elif stage == "sg_add":
+            body += [let(t, subgroup_reduce(BinOpKind.ADD, unop(UnOpKind.SIN, v))),
+                     assign("v", binop(BinOpKind.ADD, v, binop(BinOpKind.MUL, var(t), f64(0.1))))]
+        elif stage == "sg_max":
+            body += [let(t, subgroup_reduce(BinOpKind.MAX, v)), assign("v", binop(BinOpKind.MUL, v, var(t)))]
+        elif stage == "shfl_xor":
+            c = draw(st.sampled_from([1, 2, 16]))
+            body += [let(t, shuffle(binop(BinOpKind.MUL, v, v), binop(BinOpKind.BIT_XOR, lane(), c))),
+                     assign("v", binop(BinOpKind.ADD, v, var(t)))]
+        elif stage == "shfl_any":
+            body += [let(t, shuffle(unop(UnOpKind.COS, v), binop(BinOpKind.BIT_AND, binop(
+                BinOpKind.ADD, binop(BinOpKind.MUL, lane(), 5), 3), 31))),
+                     assign("v", binop(BinOpKind.MUL, v, var(t)))]
+        else:  # a data-dependent source lane (several lanes may read one)
+            body += [let(t, shuffle(v, load("idx", i))), assign("v", binop(BinOpKind.ADD, v, var(t)))]
+    if draw(st.booleans()):
+        body.append(store("out", i, v))
+    else:
+        body.append(let("_old", Atomic(AtomicOp.ADD, "out", binop(BinOpKind.MOD, load("idx", i), NS), v)))
+    bufs = SYNC_BUFFERS + ([workgroup("tile", WG, F64)] if uses_wg else [])
+    prog = Program.wrapped(bufs, WG, body)
+    rng = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
+    inputs = {"x": rng.uniform(-1.5, 1.5, NS), "y": rng.uniform(-1.5, 1.5, NS),
+              "idx": rng.integers(0, 7, NS).astype(np.uint32), "out": np.zeros(NS)}
+    return SyncCase(prog, inputs, stages)
+
+
+def directional_check(program: Program, inputs: dict[str, np.ndarray], wrt: list[str], backend: str,
+                      directions: int = 2, h: float = 1e-6, rtol: float = 1e-6, seed: int = 0) -> None:
+    """<vjp(u), v> against the central difference of <u, out> along random v (float64)."""
+    from vyre.autodiff import vjp as _vjp
+
+    rng = np.random.default_rng(seed)
+    n = inputs["out"].size
+    grid = (max(1, inputs["x"].size // program.workgroup_size[0]), 1, 1)
+    u = rng.standard_normal(n)
+    g = _vjp(program, inputs, {"out": u}, wrt, backend=backend, grid=grid)
+    for _ in range(directions):
+        vs = {w: rng.standard_normal(inputs[w].size) for w in wrt}
+        vals = []
+        for sign in (1.0, -1.0):
+            args = dict(inputs)
+            for w in wrt:
+                args[w] = inputs[w] + sign * h * vs[w]
+            vals.append(float(np.dot(run_forward(program, args, backend="interp", grid=grid)["out"], u)))
+        fd = (vals[0] - vals[1]) / (2 * h)
+        ad = sum(float(np.dot(g[w], vs[w])) for w in wrt)
+        assert np.isfinite(ad), g
+        assert abs(fd - ad) <= rtol * max(1.0, abs(fd)) * 10, (fd, ad)

@@ -52,18 +52,22 @@ def test_atomics_in_forward() -> None:
     _rejects(prog, "entry[0]", "atomic add")
 
 
-def test_subgroup_ops_in_forward() -> None:
+def test_subgroup_ops_barriers_and_workgroup_memory_now_differentiate() -> None:
+    """Once refused; reverse mode supports them (tests/test_autodiff_sync.py tests them in depth)."""
+    from vyre.autodiff import vjp
+
+    x = np.linspace(-1.0, 1.0, 64)
+    ones = {"out": np.ones(64)}
     prog = _p([let("s", subgroup_reduce(BinOpKind.ADD, X[I])), store(OUT, I, var("s"))])
-    _rejects(prog, "entry[0]", "subgroup")
-
-
-def test_barrier_and_workgroup_memory() -> None:
-    prog = _p([store(OUT, I, X[I]), barrier()])
-    _rejects(prog, "entry[1]", "Barrier")
+    g = vjp(prog, {"x": x, "out": np.zeros(64)}, ones, ["x"], backend="interp")["x"]
+    np.testing.assert_allclose(g, np.full(64, 32.0))  # every lane's x feeds 32 outputs
+    prog1 = _p([store(OUT, I, X[I]), barrier()])
+    np.testing.assert_allclose(vjp(prog1, {"x": x, "out": np.zeros(64)}, ones, ["x"], backend="interp")["x"], 1.0)
     tile = workgroup("tile", 32, F64)
-    prog2 = Program.wrapped([X, OUT, tile], 32, [store(tile, I % 32, X[I]), barrier(),
-                                                 store(OUT, I, tile[I % 32])])
-    _rejects(prog2, None, "workgroup memory")
+    prog2 = Program.wrapped([X, OUT, tile], 32, [store(tile, I % 32, X[I] * X[I]), barrier(),
+                                                 store(OUT, I, tile[(I + 1) % 32])])
+    g2 = vjp(prog2, {"x": x, "out": np.zeros(64)}, ones, ["x"], backend="interp")["x"]
+    np.testing.assert_allclose(g2, 2 * x)
 
 
 def test_in_place_update() -> None:

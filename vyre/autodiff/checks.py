@@ -195,11 +195,13 @@ class Activity:
             case _:
                 raise TypeError(f"not a vyre expression: {e!r}")
 
-    def solve(self, body: tuple[Node, ...], *, buffers_from_stores: bool) -> None:
+    def solve(self, body: tuple[Node, ...], *, buffers_from_stores: bool,
+              shared: frozenset[str] = frozenset()) -> None:
         """Iterate to the fixed point (flow-insensitive over the uniquely named locals).
 
         With ``buffers_from_stores`` a buffer that receives an active store becomes active too
-        (forward mode, where a program may read what it wrote)."""
+        (forward mode, where a program may read what it wrote); a ``shared`` (workgroup) buffer
+        always does."""
         nodes = [n for _, n in iter_paths(body)]
         self._types(body)
         changed = True
@@ -211,13 +213,14 @@ class Activity:
                         if self.info(v)[1] and name not in self.active:
                             self.active.add(name)
                             changed = True
-                    case Store(buf, _, v) if buffers_from_stores:
+                    case Store(buf, _, v) if buffers_from_stores or buf in shared:
                         if self.info(v)[1] and buf not in self.active_bufs:
                             self.active_bufs.add(buf)
                             changed = True
                     case _:
                         pass
-                if buffers_from_stores and isinstance(n, Let) and isinstance(n.value, Atomic):
+                if isinstance(n, Let) and isinstance(n.value, Atomic) and (
+                        buffers_from_stores or n.value.buffer in shared):
                     at = n.value
                     if self.info(at.value)[1] and at.buffer not in self.active_bufs:
                         self.active_bufs.add(at.buffer)
@@ -271,17 +274,15 @@ def _sync_and_atomics(program: Program, body: tuple[Node, ...]) -> None:
 def check_grad_forward(program: Program, body: tuple[Node, ...], outputs: list[str],
                        inputs: list[str]) -> Activity:
     """Everything ``grad`` rejects, with the path of the first offending statement."""
-    _sync_and_atomics(program, body)
+    from .sync_checks import check_sync_and_atomics
+
+    check_sync_and_atomics(program, body, outputs)
+    shared = frozenset(b.name for b in program.buffers if b.is_workgroup)
     loaded: dict[str, str] = {}
     for path, n in iter_paths(body):
         for e in node_exprs(n):
             for x in walk(e):
-                if isinstance(x, Atomic):
-                    raise _err(path, f"an atomic {x.op.name.lower()} on {x.buffer!r}; the backward "
-                                     "pass cannot replay or reverse it",
-                               "differentiate a program without atomics (e.g. one invocation per "
-                               "output element)")
-                if isinstance(x, Load):
+                if isinstance(x, Load) and x.buffer not in shared:
                     loaded.setdefault(x.buffer, path)
     for path, n in iter_paths(body):
         if isinstance(n, Store) and n.buffer in loaded:
@@ -290,6 +291,7 @@ def check_grad_forward(program: Program, body: tuple[Node, ...], outputs: list[s
                              "contents, so an in-place update cannot be differentiated",
                        "write the result to a separate output buffer")
     written = {n.buffer for _, n in iter_paths(body) if isinstance(n, Store)}
+    written |= {n.value.buffer for _, n in iter_paths(body) if isinstance(n, Let) and isinstance(n.value, Atomic)}
     for name in inputs:
         if name in written:
             raise AutodiffError(
@@ -297,7 +299,7 @@ def check_grad_forward(program: Program, body: tuple[Node, ...], outputs: list[s
                 "values it held before and after. Fix: read inputs from a buffer the program "
                 "does not write")
     act = Activity(program, set(inputs))
-    act.solve(body, buffers_from_stores=False)
+    act.solve(body, buffers_from_stores=False, shared=shared)
     act.find_errors(body)
     return act
 

@@ -70,6 +70,10 @@ def _mark(body: tuple[Node, ...], live: set[str], scratch: frozenset[str]) -> bo
             case Store(_, i, v):
                 live |= _vars(i) | _vars(v)
                 kept = True
+            case Let(_, Atomic() as a) if a.buffer in scratch:
+                if _buf(a.buffer) in live:
+                    live |= _vars(a)
+                    kept = True
             case Let(_, Atomic() as a):
                 live |= _vars(a)
                 kept = True
@@ -99,7 +103,7 @@ def _sweep(body: tuple[Node, ...], live: set[str], scratch: frozenset[str]) -> t
     out: list[Node] = []
     for n in body:
         match n:
-            case Store(b, _, _) if b in scratch:
+            case Store(b, _, _) | Let(_, Atomic(_, b, _, _, _)) if b in scratch:
                 if _buf(b) in live:
                     out.append(n)
             case Store() | Barrier() | Return() | Let(_, Atomic()):

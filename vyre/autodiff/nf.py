@@ -24,7 +24,7 @@ from ..ir.expr import (
     LocalId, Select, SubgroupLocalId, SubgroupSize, Var, WorkgroupId, walk,
 )
 from ..ir.functions import substitute
-from ..ir.node import Assign, If, Let, Loop, Node, Store
+from ..ir.node import Assign, Barrier, If, Let, Loop, Node, Store
 from ..ir.types import DataType
 from .rules import stops_gradient
 
@@ -82,7 +82,12 @@ class NLoop:
     carried: tuple[Carry, ...]
 
 
-NStmt = NLet | NStore | NIf | NLoop
+@dataclass(frozen=True, slots=True)
+class NBarrier:
+    """A workgroup barrier (only at uniform points: never inside an ``NIf``)."""
+
+
+NStmt = NLet | NStore | NIf | NLoop | NBarrier
 
 
 class Names:
@@ -144,6 +149,8 @@ def rename(stmts: tuple[NStmt, ...], subst: dict[str, Expr], names: Names) -> tu
                 subst[name] = Var(new)
             case NStore(buf, idx, value):
                 out.append(NStore(buf, substitute(idx, subst), substitute(value, subst)))
+            case NBarrier():
+                out.append(s)
             case NIf(cond, then, other, phis):
                 ts, es = dict(subst), dict(subst)
                 t2 = rename(then, ts, names)
@@ -186,32 +193,80 @@ def parallel_assign(targets: list[tuple[str, Expr]], names: Names) -> list[Node]
     return [*(Let(tmp, v) for _, tmp, v in temps), *(Assign(t, Var(tmp)) for t, tmp, _ in temps)]
 
 
-def emit(stmts: tuple[NStmt, ...], names: Names, *, stores: bool) -> list[Node]:
-    """IR statements computing ``stmts``; with ``stores=False`` the stores are left out (a replay
-    of the forward pass that changes no memory)."""
+@dataclass
+class Replay:
+    """How :func:`emit` replays the forward inside the backward program.
+
+    ``keep``: buffers whose stores and atomics are replayed even without ``stores`` (workgroup
+    memory: the replay must rebuild it). ``exports``: NF name of a workgroup load inside an ``If``
+    -> a variable declared before the outermost ``If`` (in ``decls``) that keeps the loaded value:
+    the reverse re-emits a branch to recompute its locals, and by then workgroup memory holds
+    later phases' values, so a re-emitted load reads the export instead (``define=False``)."""
+
+    keep: frozenset[str] = frozenset()
+    exports: dict[str, str] | None = None
+    define: bool = False
+    decls: list[Node] | None = None
+
+
+def emit(stmts: tuple[NStmt, ...], names: Names, *, stores: bool, replay: Replay | None = None,
+         depth: int = 0) -> list[Node]:
+    """IR statements computing ``stmts``; with ``stores=False`` the stores and atomics are left out
+    (a replay of the forward pass that changes no memory; see :class:`Replay` for the exceptions)."""
+    rp = replay if replay is not None else _NO_REPLAY
     out: list[Node] = []
     for s in stmts:
         match s:
+            case NLet(name, ty, Load(buf, _)) if rp.define and depth > 0 and buf in rp.keep:
+                assert rp.exports is not None and rp.decls is not None
+                exp = rp.exports[names.root(name)] = names.fresh("exp")
+                rp.decls.append(Let(exp, _zero(ty)))
+                out += [Let(name, s.value), Assign(exp, Var(name))]
+            case NLet(name, _, Load()) if (not rp.define and rp.exports
+                                            and names.root(name) in rp.exports):
+                out.append(Let(name, Var(rp.exports[names.root(name)])))
+            case NLet(name, _, Atomic(_, buf, _, _, _) as at):
+                if stores or buf in rp.keep:
+                    out.append(Let(name, at))
             case NLet(name, _, value):
                 out.append(Let(name, value))
             case NStore(buf, idx, value):
-                if stores:
+                if stores or buf in rp.keep:
                     out.append(Store(buf, idx, value))
+            case NBarrier():
+                out.append(Barrier())
             case NIf(cond, then, other, phis):
                 out += [Let(p.name, p.init) for p in phis]
-                t = emit(then, names, stores=stores)
+                t = emit(then, names, stores=stores, replay=replay, depth=depth + 1)
                 t += [Assign(p.name, p.then) for p in phis if p.then != p.init]
-                e = emit(other, names, stores=stores)
+                e = emit(other, names, stores=stores, replay=replay, depth=depth + 1)
                 e += [Assign(p.name, p.other) for p in phis if p.other != p.init]
                 out.append(If(cond, tuple(t), tuple(e)))
             case NLoop(var, start, end, body, carried):
                 out += [Let(c.name, c.entry) for c in carried]
-                b = emit(body, names, stores=stores)
+                b = emit(body, names, stores=stores, replay=replay, depth=depth + 1)
                 b += parallel_assign([(c.name, c.next) for c in carried], names)
                 out.append(Loop(var, start, end, tuple(b)))
             case _:
                 raise TypeError(f"not a normal-form statement: {s!r}")
     return out
+
+
+_NO_REPLAY = Replay()
+
+
+def _zero(ty: DataType) -> Expr:
+    match ty:
+        case DataType.F32:
+            return LitF32(0.0)
+        case DataType.F64:
+            return LitF64(0.0)
+        case DataType.BOOL:
+            return LitBool(False)
+        case DataType.I32:
+            return LitI32(0)
+        case _:
+            return LitU32(0)
 
 
 def defined(stmts: tuple[NStmt, ...]) -> set[str]:
@@ -221,7 +276,7 @@ def defined(stmts: tuple[NStmt, ...]) -> set[str]:
         match s:
             case NLet(name, _, _):
                 out.add(name)
-            case NStore():
+            case NStore() | NBarrier():
                 pass
             case NIf(_, then, other, phis):
                 out |= defined(then) | defined(other) | {p.name for p in phis}
@@ -241,6 +296,8 @@ def used(stmts: tuple[NStmt, ...]) -> set[str]:
                 out |= expr_vars(value)
             case NStore(_, idx, value):
                 out |= expr_vars(idx) | expr_vars(value)
+            case NBarrier():
+                pass
             case NIf(cond, then, other, phis):
                 out |= expr_vars(cond) | used(then) | used(other)
                 for p in phis:
@@ -265,7 +322,7 @@ def all_types(stmts: tuple[NStmt, ...], into: dict[str, DataType] | None = None)
         match s:
             case NLet(name, ty, _):
                 out[name] = ty
-            case NStore():
+            case NStore() | NBarrier():
                 pass
             case NIf(_, then, other, phis):
                 all_types(then, out)
@@ -297,12 +354,21 @@ def _value_vars(value: Expr) -> set[str]:
             return expr_vars(value)
 
 
-def active_names(stmts: tuple[NStmt, ...], active_bufs: set[str], types: dict[str, DataType]) -> set[str]:
+def active_names(stmts: tuple[NStmt, ...], active_bufs: set[str], types: dict[str, DataType],
+                 shared: frozenset[str] = frozenset()) -> set[str]:
     """Float bindings of ``stmts`` whose value depends on a load from ``active_bufs``.
 
-    Values computed from integers (casts) are never active: the source checks have already
-    rejected the casts that would hide a dependence."""
+    A ``shared`` buffer (workgroup memory) becomes active once an active value is stored or
+    atomically added into it (``active_bufs`` is extended in place). Values computed from
+    integers (casts) are never active: the source checks have already rejected the casts that
+    would hide a dependence."""
     active: set[str] = set()
+
+    def into(buf: str, value: Expr) -> bool:
+        if buf in shared and buf not in active_bufs and _value_vars(value) & active:
+            active_bufs.add(buf)
+            return True
+        return False
 
     def val(value: Expr) -> bool:
         if isinstance(value, Load):
@@ -317,10 +383,14 @@ def active_names(stmts: tuple[NStmt, ...], active_bufs: set[str], types: dict[st
         for s in ss:
             match s:
                 case NLet(name, ty, value):
-                    if ty.is_float and name not in active and val(value):
+                    if isinstance(value, Atomic):
+                        changed |= into(value.buffer, value.value)
+                    elif ty.is_float and name not in active and val(value):
                         active.add(name)
                         changed = True
-                case NStore():
+                case NStore(buf, _, value):
+                    changed |= into(buf, value)
+                case NBarrier():
                     pass
                 case NIf(_, then, other, phis):
                     changed |= step(then) | step(other)
@@ -352,7 +422,7 @@ def buffer_loads(stmts: tuple[NStmt, ...]) -> list[Load]:
         match s:
             case NLet(_, _, Load() as ld):
                 out.append(ld)
-            case NLet() | NStore():
+            case NLet() | NStore() | NBarrier():
                 pass
             case NIf(_, then, other, _):
                 out += buffer_loads(then) + buffer_loads(other)

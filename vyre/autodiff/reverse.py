@@ -26,26 +26,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..ir.expr import (
-    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, Select, UnOp, Var,
-    children, lit,
+    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, LocalId,
+    Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce, SubgroupShuffle, UnOp, Var, children, lit,
 )
 from ..ir.functions import substitute
-from ..ir._checks import MAX_BUFFERS
-from ..ir.node import Assign, If, Let, Loop, Node, Store
+from ..ir._checks import MAX_BUFFERS, MAX_WORKGROUP_BYTES
+from ..ir.node import Assign, Barrier, If, Let, Loop, Node, Store
 from ..ir.ops import AtomicOp, BinOpKind, UnOpKind
 from ..ir.program import BufferAccess, BufferDecl, Program
 from ..ir.types import DataType
 from .checks import as_program, check_grad_forward, check_request
 from .custom import call_contribs, custom_ids, inline_calls
 from .dce import eliminate_dead_code
+from ..errors import AutodiffError
 from .checkpoint import LoopTape, TapePlan
 from .nf import (
-    Carry, Names, NIf, NLet, NLoop, NStmt, NStore, active_names, buffer_loads, defined, emit, free_vars, is_atom,
-    parallel_assign, rename,
+    Carry, Names, NBarrier, NIf, NLet, NLoop, NStmt, NStore, Replay, active_names, buffer_loads, defined,
+    emit, free_vars, is_atom, parallel_assign, rename,
 )
 from .prepare import inline_and_rename, remove_returns, source_names
 from .rules import BINOP_DERIV, UNOP_DERIV, BinDiff, Ctx, UnDiff, fma_contribs, select_contribs
 from .ssa import to_normal_form
+from .sync_checks import check_loops
 
 GRAD_PREFIX = "grad_"
 STORED_PREFIX = "stored_"
@@ -73,7 +75,18 @@ class _Reverse:
         self.outputs = set(outputs)
         self.inputs = set(inputs)
         self.types = dict(types)
-        self.active = active_names(stmts, self.inputs, self.types)
+        self.shared = frozenset(b.name for b in program.buffers if b.is_workgroup)
+        active_bufs = set(self.inputs)
+        self.active = active_names(stmts, active_bufs, self.types, self.shared)
+        # Active workgroup buffers get adjoint buffers in workgroup memory (see :meth:`grad_wg`).
+        taken = {b.name for b in program.buffers}
+        self.adj_wg: dict[str, str] = {}
+        for w in sorted(active_bufs & self.shared):
+            name = next(n for n in (f"adj_{w}", *(f"adj{k}_{w}" for k in range(1, 1000))) if n not in taken)
+            taken.add(name)
+            self.adj_wg[w] = name
+        self.exports: dict[str, str] = {}
+        self.decls: list[Node] = []
         loads = buffer_loads(stmts)
         self.private = {b for b in inputs if private_ok
                         and all(ld.index == InvocationId(0) for ld in loads if ld.buffer == b)}
@@ -161,9 +174,13 @@ class _Reverse:
         return found
 
     def has_store(self, stmts: tuple[NStmt, ...]) -> bool:
+        """Whether ``stmts`` seed adjoints themselves (stores or atomic adds into outputs or
+        active workgroup memory), so their reverse is needed even without incoming adjoints."""
         for s in stmts:
             match s:
-                case NStore(buf, _, _) if buf in self.outputs:
+                case NStore(buf, _, _) if buf in self.outputs or buf in self.adj_wg:
+                    return True
+                case NLet(_, _, Atomic(_, buf, _, _, _)) if buf in self.outputs or buf in self.adj_wg:
                     return True
                 case NIf(_, t, o, _):
                     if self.has_store(t) or self.has_store(o):
@@ -177,17 +194,21 @@ class _Reverse:
 
     # -- replay -------------------------------------------------------------------------------
 
-    def replay(self, stmts: tuple[NStmt, ...], *, stores: bool = False) -> list[Node]:
+    def replay(self, stmts: tuple[NStmt, ...], *, stores: bool = False, initial: bool = False) -> list[Node]:
         """IR recomputing ``stmts`` (see :func:`emit`), taping the loops directly in ``stmts``:
-        :meth:`block` reverses exactly these statements next, in the same scope."""
+        :meth:`block` reverses exactly these statements next, in the same scope. The ``initial``
+        replay (the whole forward, once) also rebuilds workgroup memory and exports the values
+        loaded from it inside ``If`` s; later replays (of a branch or loop body, to recompute its
+        locals) read those exports instead."""
+        rp = Replay(self.shared if initial else frozenset(), self.exports, initial, self.decls)
         if self.tape is None:
-            return emit(stmts, self.names, stores=stores)
+            return emit(stmts, self.names, stores=stores, replay=rp)
         out: list[Node] = []
         for s in stmts:
             if isinstance(s, NLoop) and s.carried:
                 out += self.taped_loop(s, stores)
             else:
-                out += emit((s,), self.names, stores=stores)
+                out += emit((s,), self.names, stores=stores, replay=rp)
         return out
 
     def taped_loop(self, s: NLoop, stores: bool) -> list[Node]:
@@ -218,8 +239,12 @@ class _Reverse:
     def block(self, stmts: tuple[NStmt, ...], env: _Env, out: list[Node]) -> None:
         for s in reversed(stmts):
             match s:
+                case NLet(_, _, Atomic()):
+                    self.atomic(s, env, out)
                 case NLet():
                     self.let(s, env, out)
+                case NBarrier():
+                    out.append(Barrier())
                 case NStore():
                     self.store(s, env, out)
                 case NIf():
@@ -247,6 +272,10 @@ class _Reverse:
         match s.value:
             case Var() as a:
                 self.contribute(env, out, a, d)
+            case Load(buf, idx) if buf in self.adj_wg:
+                out.append(Let(self.names.fresh("wgadj"), Atomic(AtomicOp.ADD, self.adj_wg[buf], idx, d)))
+            case SubgroupReduce() | SubgroupShuffle():
+                self.subgroup(s, s.value, d, env, out)
             case Load(buf, idx):
                 if buf not in self.inputs:
                     return
@@ -286,7 +315,72 @@ class _Reverse:
             case _:
                 raise TypeError(f"no adjoint for the binding {s!r}")
 
+    def ty_of_buf(self, buf: str) -> DataType:
+        return self.program.buffer(buf).element
+
+    def atomic(self, s: NLet, env: _Env, out: list[Node]) -> None:
+        """An atomic add whose old value is unused (the checks refuse every other atomic on an
+        active buffer): each contribution receives the cotangent of its target element."""
+        at = s.value
+        assert isinstance(at, Atomic)
+        if at.op is not AtomicOp.ADD:
+            return
+        if at.buffer in self.outputs:
+            self.contribute(env, out, at.value, Load(GRAD_PREFIX + at.buffer, at.index))
+        elif at.buffer in self.adj_wg:
+            d = self.names.fresh("wgd")
+            out.append(Let(d, Load(self.adj_wg[at.buffer], at.index)))
+            self.zeroable.add(d)
+            self.contribute(env, out, at.value, Var(d))
+
+    def subgroup(self, s: NLet, value: Expr, d: Expr, env: _Env, out: list[Node]) -> None:
+        """Adjoints of subgroup ops, reached by every lane (they sit at uniform points):
+        a sum's operand gets the sum of the lanes' adjoints; a min/max's, that sum split evenly
+        over the lanes holding the winning value; a shuffle's, the adjoints of the lanes that
+        read it (the inverse shuffle for ``lane ^ c``, otherwise a 32-step gather)."""
+        fresh = self.names.fresh
+        d = self.atomize(d, out)
+        match value:
+            case SubgroupReduce(BinOpKind.ADD, v):
+                tot = fresh("sgadj")
+                out.append(Let(tot, SubgroupReduce(BinOpKind.ADD, d)))
+                self.contribute(env, out, v, Var(tot))
+            case SubgroupReduce(BinOpKind.MIN | BinOpKind.MAX, v):
+                tot, win, bal = fresh("sgadj"), fresh("win"), fresh("ties")
+                out += [Let(tot, SubgroupReduce(BinOpKind.ADD, d)),
+                        Let(win, _b(BinOpKind.EQ, v, Var(s.name))),
+                        Let(bal, SubgroupBallot(Var(win)))]
+                share = _b(BinOpKind.DIV, Var(tot), Cast(s.ty, UnOp(UnOpKind.POPCOUNT, Var(bal))))
+                self.contribute(env, out, v, Select(Var(win), share, lit(0.0, s.ty)))
+            case SubgroupShuffle(v, lane):
+                match lane:
+                    case (BinOp(BinOpKind.BIT_XOR, SubgroupLocalId(), LitU32())
+                          | BinOp(BinOpKind.BIT_XOR, LitU32(), SubgroupLocalId())):
+                        # lane ^ c (c the same in every lane) is its own inverse.
+                        back = fresh("sgadj")
+                        out.append(Let(back, SubgroupShuffle(d, lane)))
+                        self.contribute(env, out, v, Var(back))
+                    case _:
+                        acc, q, dq, sq = fresh("sgacc"), fresh("q"), fresh("dq"), fresh("sq")
+                        out += [Let(acc, lit(0.0, s.ty)), Loop(q, LitU32(0), LitU32(32), (
+                            Let(dq, SubgroupShuffle(d, Var(q))),
+                            Let(sq, SubgroupShuffle(_b(BinOpKind.BIT_AND, lane, LitU32(31)), Var(q))),
+                            Assign(acc, _b(BinOpKind.ADD, Var(acc), Select(
+                                _b(BinOpKind.EQ, Var(sq), SubgroupLocalId()), Var(dq), lit(0.0, s.ty)))),
+                        ))]
+                        self.contribute(env, out, v, Var(acc))
+            case _:
+                raise TypeError(f"no adjoint for the subgroup op {value!r}")
+
     def store(self, s: NStore, env: _Env, out: list[Node]) -> None:
+        if s.buffer in self.adj_wg:
+            # The stored value takes the element's adjoint; the overwritten value's is zero.
+            adj = self.adj_wg[s.buffer]
+            d = self.names.fresh("wgd")
+            out += [Let(d, Load(adj, s.index)), Store(adj, s.index, lit(0.0, self.ty_of_buf(s.buffer)))]
+            self.zeroable.add(d)
+            self.contribute(env, out, s.value, Var(d))
+            return
         if s.buffer not in self.outputs:
             return
         cot: Expr = Load(GRAD_PREFIX + s.buffer, s.index)
@@ -562,6 +656,7 @@ def grad(program: Program, outputs: str | Sequence[str], inputs: str | Sequence[
     check_grad_forward(program, body, outs, ins)
     body = remove_returns(body, names)
     stmts, types = to_normal_form(program, body, names)
+    check_loops(stmts, frozenset(b.name for b in program.buffers if b.is_workgroup))
     private_ok = grid_1d and program.workgroup_size[1:] == (1, 1)
     opts = (accumulate, with_value, unit_cotangent)
     result = _build(program, stmts, types, names, outs, ins, private_ok, private_ok, opts)
@@ -582,8 +677,16 @@ def _build(program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType
         tape = TapePlan(info, taken, names.fresh("tape_c"), names.fresh("tape_k"), names.fresh("tape_s"),
                         names.fresh("tape_g"))
     rev = _Reverse(program, stmts, dict(types), names, outs, ins, private_ok=private_ok, tape=tape)
+    wg_bytes = sum(b.count * b.element.size_bytes for b in program.buffers if b.is_workgroup)
+    wg_bytes += sum(program.buffer(w).count * program.buffer(w).element.size_bytes for w in rev.adj_wg)
+    if wg_bytes > MAX_WORKGROUP_BYTES:
+        raise AutodiffError(
+            f"the backward program needs {wg_bytes} bytes of workgroup memory (the forward's buffers "
+            f"and an adjoint for each of {sorted(rev.adj_wg)}), more than {MAX_WORKGROUP_BYTES}. "
+            "Fix: use smaller workgroup buffers (at most half the limit)")
+    replay = rev.replay(stmts, stores=with_value, initial=True)
     entry: list[Node] = tape.prologue() if tape is not None else []
-    entry += rev.replay(stmts, stores=with_value)
+    entry += _zero_workgroup(rev, program, names) + rev.decls + replay
     env = _Env()
     rev.block(stmts, env, entry)
     gid = InvocationId(0)
@@ -592,7 +695,7 @@ def _build(program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType
         if b in rev.private and d is not None:
             g = GRAD_PREFIX + b
             entry.append(Store(g, gid, BinOp(BinOpKind.ADD, Load(g, gid), d) if accumulate else d))
-    buffers = [b if with_value and b.access.writable else
+    buffers = [b if (with_value and b.access.writable) or b.is_workgroup else
                BufferDecl(b.name, b.binding, BufferAccess.UNIFORM if b.access is BufferAccess.UNIFORM
                           else BufferAccess.READ_ONLY, b.element, b.count, False)
                for b in program.buffers]
@@ -614,7 +717,10 @@ def _build(program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType
         buffers.append(BufferDecl(GRAD_PREFIX + name, binding, BufferAccess.READ_WRITE, d0.element,
                                   d0.count, is_output=True))
         binding += 1
+    buffers += [BufferDecl.workgroup(a, program.buffer(w).count, program.buffer(w).element)
+                for w, a in rev.adj_wg.items()]
     scratch = frozenset(tape.buffers) if tape is not None else frozenset()
+    scratch |= rev.shared | frozenset(rev.adj_wg.values())
     used: set[str] = set()
     body_out = eliminate_dead_code(tuple(entry), scratch, used)
     if tape is not None:
@@ -624,6 +730,26 @@ def _build(program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType
     if unit_cotangent:
         body_out = _unit_cotangents(body_out, program, outs)
     return Program(tuple(buffers), program.workgroup_size, body_out, ())
+
+
+def _zero_workgroup(rev: _Reverse, program: Program, names: Names) -> list[Node]:
+    """Zero the adjoint workgroup buffers (workgroup memory starts uninitialised), then a barrier."""
+    if not rev.adj_wg:
+        return []
+    wx, wy, _ = program.workgroup_size
+    n = program.workgroup_invocations
+    local = _b(BinOpKind.ADD, LocalId(0), _b(BinOpKind.ADD, _b(BinOpKind.MUL, LocalId(1), LitU32(wx)),
+                                           _b(BinOpKind.MUL, LocalId(2), LitU32(wx * wy))))
+    out: list[Node] = []
+    for w, a in rev.adj_wg.items():
+        decl = program.buffer(w)
+        z, k = names.fresh("z"), names.fresh("zi")
+        out.append(Loop(z, LitU32(0), LitU32(-(-decl.count // n)), (
+            Let(k, _b(BinOpKind.ADD, _b(BinOpKind.MUL, Var(z), LitU32(n)), local)),
+            If(_b(BinOpKind.LT, Var(k), LitU32(decl.count)), (Store(a, Var(k), lit(0.0, decl.element)),)),
+        )))
+    out.append(Barrier())
+    return out
 
 
 def _unit_cotangents(body: tuple[Node, ...], program: Program, outs: list[str]) -> tuple[Node, ...]:

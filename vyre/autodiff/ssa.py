@@ -24,7 +24,7 @@ from ..ir.ops import BinOpKind
 from ..ir.program import Program
 from ..ir.types import DataType
 from ..ir.typing import expr_type
-from .nf import Carry, Names, NIf, NLet, NLoop, NStmt, NStore, Phi, is_atom
+from .nf import Carry, Names, NBarrier, NIf, NLet, NLoop, NStmt, NStore, Phi, is_atom
 
 UNROLL_TRIPS = 64
 UNROLL_BUDGET = 4096
@@ -142,8 +142,13 @@ class Converter:
                                         None if ex is None else self.expr(ex)), "at", share=False)
             case Call(op_id, args):  # a function with a custom adjoint: one binding, atom arguments
                 return self._maybe_bind(Call(op_id, tuple(self.atom(a, "arg") for a in args)))
-            case SubgroupBallot() | SubgroupShuffle() | SubgroupReduce():
-                raise TypeError(f"{type(e).__name__} must be rejected or inlined before conversion")
+            case SubgroupBallot(c):
+                # Subgroup ops stay the whole value of their own binding (a uniform point).
+                return self.bind(SubgroupBallot(self.expr(c)), "ballot", share=False)
+            case SubgroupShuffle(v, lane):
+                return self.bind(SubgroupShuffle(self.atom(v), self.expr(lane)), "shfl", share=False)
+            case SubgroupReduce(op, v):
+                return self.bind(SubgroupReduce(op, self.atom(v)), "red", share=False)
             case _:
                 raise TypeError(f"not a vyre expression: {e!r}")
 
@@ -176,8 +181,10 @@ class Converter:
                 self._loop(var, self.atom(s, "lo"), self.atom(e, "hi"), b)
             case Block(b) | Region(_, b):
                 self.body(b)
-            case Barrier() | Return():
-                raise TypeError(f"{type(n).__name__} must be removed before conversion")
+            case Barrier():
+                self.out.append(NBarrier())
+            case Return():
+                raise TypeError("Return must be removed before conversion")
             case _:
                 raise TypeError(f"not a vyre node: {n!r}")
 
