@@ -67,6 +67,7 @@ class FloatClass(enum.Enum):
 BINOP_FLOAT: dict[BinOpKind, FloatClass] = {
     **{op: FloatClass.EXACT for op in BinOpKind},
     BinOpKind.MOD: FloatClass.NEEDS_DET,
+    BinOpKind.POW: FloatClass.APPROX,  # libm/libdevice pow
     **{op: FloatClass.NEEDS_DET for op in (BinOpKind.EQ, BinOpKind.NE, BinOpKind.LT, BinOpKind.GT,
                                            BinOpKind.LE, BinOpKind.GE)},
 }
@@ -303,7 +304,8 @@ class _Builder:
     def binop(self, t: DataType, scope: dict[str, VarInfo], depth: int, det: bool, no_prod: bool) -> Gen:
         cands = [(op, s) for op, rule in BINOP_RULES.items() for s in rule.operands
                  if s in self.cfg.types and rule.result_for(s) is t
-                 and not (no_prod and op is BinOpKind.MUL and t.is_float)]
+                 and not (no_prod and op is BinOpKind.MUL and t.is_float)
+                 and not (det and s.is_float and BINOP_FLOAT[op] is FloatClass.APPROX)]
         op, s = self.pick_op(cands)
         needs = s.is_float and (BINOP_FLOAT[op] is FloatClass.NEEDS_DET or not t.is_float)
         contract = s.is_float and op in CONTRACTS
@@ -312,7 +314,8 @@ class _Builder:
         e: Expr = BinOp(op, x.e, y.e)
         if s.is_float and op in (BinOpKind.MIN, BinOpKind.MAX):
             e = BinOp(BinOpKind.ADD, e, lit(0.0, s))  # the sign of a zero min/max is unspecified
-        return Gen(e, x.det and y.det, s.is_float and op is BinOpKind.MUL)
+        exact = not (s.is_float and BINOP_FLOAT[op] is FloatClass.APPROX)
+        return Gen(e, x.det and y.det and exact, s.is_float and op is BinOpKind.MUL)
 
     def unop(self, t: DataType, scope: dict[str, VarInfo], depth: int, det: bool, no_prod: bool) -> Gen:
         cands = [(op, s) for op, rule in UNOP_RULES.items() for s in rule.operands

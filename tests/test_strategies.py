@@ -124,7 +124,7 @@ def check_race_free(p: Program) -> None:
 
 def _approx(e: Expr) -> bool:
     return any(isinstance(x, Fma) or (isinstance(x, UnOp) and UNOP_FLOAT[x.op] is FloatClass.APPROX)
-               for x in walk(e))
+               or (isinstance(x, BinOp) and BINOP_FLOAT[x.op] is FloatClass.APPROX) for x in walk(e))
 
 
 _TO_EXACT_UNOPS = {op for op, c in UNOP_FLOAT.items() if c is FloatClass.NEEDS_DET}
