@@ -3,7 +3,6 @@ message text). Private: import from ``vyre.ir.validate``."""
 
 from __future__ import annotations
 
-import enum
 import math
 import re
 from collections.abc import Mapping
@@ -12,11 +11,11 @@ from typing import assert_never
 from .expr import (
     I32_MAX, I32_MIN, U32_MAX, Atomic, BinOp, BufLen, Call, Cast, Fma, FunctionDef, InvocationId,
     LitBool, LitF32, LitF64, LitI32, LitU32, Load, LocalId, Select, SubgroupBallot,
-    SubgroupLocalId, SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId,
+    SubgroupLocalId, SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, WorkgroupId,
 )
-from .node import Assign, Barrier, Block, If, Let, Loop, Region, Return, Store
 from .ops import BINOP_SYMBOL, AtomicOp, BinOpKind, UnOpKind
 from .program import BufferAccess
+from .schema import EXPR_FIELDS, NODE_FIELDS, F
 from .types import DataType
 
 MAX_NAME = 64
@@ -92,68 +91,8 @@ CODES: dict[str, str] = {
 SHOWN = 40  # at most this many characters of a (possibly hostile) name go into a message
 
 
-class F(enum.Enum):
-    """Field kinds; the value is the "expected ..." text of a V001 message."""
+# The field tables (EXPR_FIELDS, NODE_FIELDS) and their kinds (F) live in vyre/ir/schema.py.
 
-    EXPR = "an expression"
-    OPT_EXPR = "an expression or None"
-    EXPRS = "a tuple of expressions"
-    NODES = "a tuple of statements"
-    NAME = "a str"
-    LABEL = "a str label"
-    AXIS = "an int (0, 1 or 2)"
-    INT = "an int"
-    BOOL = "a bool"
-    BINOP = "a BinOpKind"
-    UNOP = "a UnOpKind"
-    ATOMIC = "an AtomicOp"
-    DTYPE = "a DataType"
-    ACCESS = "a BufferAccess"
-    I32 = "an int in [-2^31, 2^31)"
-    U32 = "an int in [0, 2^32)"
-    BITS32 = "an int bit pattern in [0, 2^32)"
-    BITS64 = "an int bit pattern in [0, 2^64)"
-
-
-_E = F.EXPR
-EXPR_FIELDS: dict[type, tuple[tuple[str, F], ...]] = {
-    LitBool: (("value", F.BOOL),),
-    LitI32: (("value", F.I32),),
-    LitU32: (("value", F.U32),),
-    LitF32: (("bits", F.BITS32),),
-    LitF64: (("bits", F.BITS64),),
-    Var: (("name", F.NAME),),
-    Load: (("buffer", F.NAME), ("index", _E)),
-    BufLen: (("buffer", F.NAME),),
-    InvocationId: (("axis", F.AXIS),),
-    WorkgroupId: (("axis", F.AXIS),),
-    LocalId: (("axis", F.AXIS),),
-    SubgroupLocalId: (),
-    SubgroupSize: (),
-    BinOp: (("op", F.BINOP), ("left", _E), ("right", _E)),
-    UnOp: (("op", F.UNOP), ("operand", _E)),
-    Select: (("cond", _E), ("true_val", _E), ("false_val", _E)),
-    Cast: (("target", F.DTYPE), ("value", _E)),
-    Fma: (("a", _E), ("b", _E), ("c", _E)),
-    Atomic: (("op", F.ATOMIC), ("buffer", F.NAME), ("index", _E), ("value", _E),
-             ("expected", F.OPT_EXPR)),
-    SubgroupBallot: (("cond", _E),),
-    SubgroupShuffle: (("value", _E), ("lane", _E)),
-    SubgroupReduce: (("op", F.BINOP), ("value", _E)),
-    Call: (("op_id", F.NAME), ("args", F.EXPRS)),
-}
-
-NODE_FIELDS: dict[type, tuple[tuple[str, F], ...]] = {
-    Let: (("name", F.NAME), ("value", _E)),
-    Assign: (("name", F.NAME), ("value", _E)),
-    Store: (("buffer", F.NAME), ("index", _E), ("value", _E)),
-    If: (("cond", _E), ("then", F.NODES), ("otherwise", F.NODES)),
-    Loop: (("var", F.NAME), ("start", _E), ("end", _E), ("body", F.NODES)),
-    Block: (("body", F.NODES),),
-    Barrier: (),
-    Return: (),
-    Region: (("generator", F.LABEL), ("body", F.NODES)),
-}
 
 # Expressions a function body may not use: calls are inlined anywhere, so bodies must be pure
 # functions of their parameters.

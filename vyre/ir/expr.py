@@ -23,7 +23,7 @@ from .ops import BINOP_RULES, UNOP_RULES, AtomicOp, BinOpKind, UnOpKind
 from .types import DataType
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 U32_MAX = 2**32 - 1
@@ -348,44 +348,16 @@ class FunctionDef:
 
 
 def children(e: Expr) -> Iterator[Expr]:
-    """Direct sub-expressions of ``e``, in evaluation order."""
-    match e:
-        case (LitBool() | LitI32() | LitU32() | LitF32() | LitF64() | Var() | BufLen()
-              | InvocationId() | WorkgroupId() | LocalId() | SubgroupLocalId() | SubgroupSize()):
-            return
-        case Load(_, index):
-            yield index
-        case BinOp(_, left, right):
-            yield left
-            yield right
-        case UnOp(_, operand):
-            yield operand
-        case Select(c, t, f):
-            yield c
-            yield t
-            yield f
-        case Cast(_, v):
-            yield v
-        case Fma(a, b, c):
-            yield a
-            yield b
-            yield c
-        case Atomic(_, _, index, value, expected):
-            yield index
-            yield value
-            if expected is not None:
-                yield expected
-        case SubgroupBallot(c):
-            yield c
-        case SubgroupShuffle(v, lane):
-            yield v
-            yield lane
-        case SubgroupReduce(_, v):
-            yield v
-        case Call(_, args):
-            yield from args
-        case _:
-            raise TypeError(f"not a vyre expression: {e!r}")
+    """Direct sub-expressions of ``e``, in evaluation order (:func:`vyre.ir.schema.expr_children`)."""
+    global _expr_children
+    if _expr_children is None:  # the schema imports this module, so it is bound at the first call
+        from .schema import expr_children
+
+        _expr_children = expr_children
+    return _expr_children(e)
+
+
+_expr_children: Callable[[Expr], Iterator[Expr]] | None = None
 
 
 def walk(e: Expr) -> Iterator[Expr]:

@@ -83,36 +83,17 @@ NODE_TYPES: tuple[type, ...] = (Let, Assign, Store, If, Loop, Block, Barrier, Re
 
 
 def node_exprs(n: Node) -> Iterator[Expr]:
-    """Expressions held directly by ``n`` (not those of nested statements)."""
-    match n:
-        case Let(_, v) | Assign(_, v):
-            yield v
-        case Store(_, i, v):
-            yield i
-            yield v
-        case If(c, _, _):
-            yield c
-        case Loop(_, s, e, _):
-            yield s
-            yield e
-        case Block() | Barrier() | Return() | Region():
-            return
-        case _:
-            raise TypeError(f"not a vyre node: {n!r}")
+    """Expressions held directly by ``n`` (not those of nested statements); see vyre/ir/schema.py."""
+    from .schema import node_exprs as f  # the schema imports this module
+
+    return f(n)
 
 
 def node_children(n: Node) -> Iterator[tuple[Node, ...]]:
-    """Nested statement lists of ``n``."""
-    match n:
-        case If(_, then, otherwise):
-            yield then
-            yield otherwise
-        case Loop(_, _, _, body) | Block(body) | Region(_, body):
-            yield body
-        case Let() | Assign() | Store() | Barrier() | Return():
-            return
-        case _:
-            raise TypeError(f"not a vyre node: {n!r}")
+    """Nested statement lists of ``n``; see vyre/ir/schema.py."""
+    from .schema import node_bodies
+
+    return node_bodies(n)
 
 
 def walk_nodes(body: tuple[Node, ...]) -> Iterator[Node]:
