@@ -221,3 +221,20 @@ def test_an_adjoint_on_an_integer_function_is_refused() -> None:
         [dataclasses.replace(fn, adjoint=FunctionAdjoint("r", "g", (a_,)))])
     with pytest.raises(ValidationError, match="V067"):
         prog.validate()
+
+
+def test_a_custom_adjoint_keeps_the_untaken_select_arm_exactly_zero() -> None:
+    """select(x > 0, mysqrt(x), 0) at x < 0: the adjoint's factor 0.5/sqrt(x) is NaN there, but the
+    arm's adjoint is a structural zero, so the gradient is 0, as for the built-in sqrt."""
+    from vyre.ir import sqrt
+    root = register_function(
+        FunctionDef("cadj_sqrt", (("a", F64),), F64, sqrt(a_)),
+        adjoint=FunctionAdjoint("r", "g", (g_ * f64(0.5) / sqrt(a_),)))
+    prog = _program(select(var("xv").gt(f64(0.0)), call(root.op_id, var("xv")), f64(0.0))
+                    + select(var("xv").gt(f64(1.0)), call(root.op_id, var("xv")), f64(0.0)), "plain")
+    inputs = dict(_inputs(0), x=np.array([-1.0, -0.5, 0.25, 2.0, 4.0, -3.0]))
+    g = vjp(prog, inputs, {"out": np.ones(N)}, ["x"], backend="interp")["x"]
+    want = np.where(inputs["x"] > 0, 0.5 / np.sqrt(np.abs(inputs["x"])), 0.0)
+    want = want + np.where(inputs["x"] > 1, 0.5 / np.sqrt(np.abs(inputs["x"])), 0.0)
+    np.testing.assert_array_equal(np.isnan(g), np.zeros(N, bool))
+    np.testing.assert_allclose(g, want, rtol=1e-14)
