@@ -250,3 +250,17 @@ def test_value_and_grad_fn_takes_a_tape() -> None:
         np.testing.assert_array_equal(g[k], want[k])
     with pytest.raises(AutodiffError, match="no step writes"):
         value_and_grad_fn(tape, "x", "w")
+
+
+def test_f32_tapes_are_checked_against_a_promoted_f64_tape() -> None:
+    def ew32(f: Callable[[Expr], Expr]) -> Program:
+        x, out = read("x", 0, F32).with_count(N), output("out", 1, F32).with_count(N)
+        i = var("i")
+        return Program.wrapped([x, out], 4, [let("i", gid()), if_(i.lt(N), [store(out, i, f(x[i]))])])
+
+    tape = Tape().record(ew32(lambda v: tanh(v) * v), {"out": "h"}).record(ew32(lambda v: sin(v)), {"x": "h"})
+    promoted = tape.promote_f64()
+    assert all(b.element is F64 for b in promoted.buffers)
+    assert [s.bind for s in promoted.steps] == [s.bind for s in tape.steps]
+    x = np.linspace(-1.0, 1.2, N).astype(np.float32)
+    assert check_grad(tape, {"x": x}, ["x"], backend="interp") < 2e-3
