@@ -160,3 +160,16 @@ def test_pure_steps_give_exact_zero_and_no_error(body) -> None:
     grad(prog, ["out"], ["x"]).validate()
     g = vjp(prog, _inputs(1), {"out": np.ones(N)}, ["x"], backend="interp")
     np.testing.assert_array_equal(g["x"], np.zeros(N))
+
+
+def test_second_order_treats_steps_and_stopped_values_as_constants() -> None:
+    from vyre.autodiff import hvp, jvp
+    prog = _program(lambda xv, yv: xv * xv * floor(xv) + stop_gradient(xv) * xv * xv + yv)
+    inputs = _inputs(9)
+    x = inputs["x"]
+    v = {"x": np.ones(N), "y": np.zeros(N)}
+    h = hvp(prog, inputs, "out", ["x", "y"], v, backend="interp")
+    np.testing.assert_allclose(h["x"], 2 * np.floor(x) + 2 * x, rtol=1e-12)
+    np.testing.assert_array_equal(h["y"], np.zeros(N))
+    _, t = jvp(prog, inputs, {"x": np.ones(N)}, backend="interp")  # forward mode: the same rule
+    np.testing.assert_allclose(t["out"], 2 * x * np.floor(x) + 2 * x * x, rtol=1e-12)
