@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 
 from vyre.autodiff import hvp, vjp
+from vyre.examples import block_sum, subgroup_sum
 from vyre.ir import (
-    F32, F64, U32, Program, assign, buflen, exp, f64, gid, if_, let, loop, maximum, output,
-    read, sin, store, var,
+    F32, F64, U32, BinOpKind, Program, assign, atomic_add, barrier, buflen, exp, f64, gid, if_, lane,
+    let, lid, loop, maximum, output, read, select, shuffle, sin, sqrt, store, subgroup_reduce, var,
+    workgroup,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +66,41 @@ def _twice() -> Program:
         if_(i.lt(buflen(out)), [store(out, i, x[i]), store(out, (i * 7) % N, x[i] * x[i])])])
 
 
+def _swap() -> Program:
+    """Issue 11's first reproducer, per invocation: carried values swapped in a dynamic loop."""
+    x, y, nb, out = read("x", 0, F64), read("y", 1, F64), read("nb", 2, U32), output("out", 3, F64)
+    i = gid()
+    return Program.wrapped([x, y, nb, out], 32, [
+        if_(i.lt(buflen(out)), [
+            let("a", x[i]), let("b", y[i]),
+            loop("j", 0, nb[0], [let("t", var("a")), assign("a", var("b") * var("a")), assign("b", var("t"))]),
+            store(out, i, var("a") * f64(2.0) + var("b") * f64(3.0))])])
+
+
+def _guarded() -> Program:
+    """Shared selects guarding sqrt (the untaken arm's zero must stay exact: no NaN)."""
+    x, out = read("x", 0, F64), output("out", 1, F64)
+    i = gid()
+    return Program.wrapped([x, out], 32, [
+        if_(i.lt(buflen(out)), [
+            let("s", sqrt(x[i])),
+            store(out, i, select(x[i].gt(f64(0.0)), var("s"), f64(0.0))
+                  + select(x[i].gt(f64(0.5)), var("s"), f64(0.0)))])])
+
+
+def _sync_mix() -> Program:
+    """Workgroup memory with barriers, a subgroup max, an xor shuffle and an atomic add."""
+    x, y, idx, out = read("x", 0, F64), read("y", 1, F64), read("idx", 2, U32), output("out", 3, F64)
+    tile = workgroup("tile", 32, F64)
+    i, lx = gid(), lid()
+    return Program.wrapped([x, y, idx, out, tile], 32, [
+        let("v", sin(x[i]) * y[i]), store(tile, lx, var("v")), barrier(),
+        let("m", tile[(lx + 1) % 32] * tile[0]), barrier(),
+        let("s", subgroup_reduce(BinOpKind.MAX, var("v"))),
+        let("t", shuffle(var("v") * var("v"), lane() ^ 1)),
+        let("_old", atomic_add(out, idx[i] % N, var("m") + var("s") * var("v") + var("t")))])
+
+
 def _inputs(seed: int, dtype=np.float64) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"x": rng.uniform(-1, 1, N).astype(dtype), "y": rng.uniform(-1, 1, N).astype(dtype),
@@ -82,6 +119,11 @@ CASES: dict[str, tuple[Callable[[], Program], list[str], type]] = {
     "gather_atomic": (_gather, ["x", "y"], np.float64),
     "dynamic_recurrence": (_recurrence, ["x", "y"], np.float64),
     "stored_twice": (_twice, ["x"], np.float64),
+    "swap_loop": (_swap, ["x", "y"], np.float64),
+    "guarded_select": (_guarded, ["x"], np.float64),
+    "sync_mix": (_sync_mix, ["x", "y"], np.float64),
+    "block_sum": (block_sum, ["x"], np.float32),
+    "subgroup_sum": (subgroup_sum, ["x"], np.float32),
 }
 
 
@@ -89,7 +131,9 @@ def run_case(name: str, backend: str) -> dict[str, list[float]]:
     make, wrt, dtype = CASES[name]
     prog = make()
     inputs = _only(prog, _inputs(11, dtype))
-    cot: np.ndarray = np.random.default_rng(3).standard_normal(N).astype(dtype)
+    n_out = prog.buffer("out").count or N  # the examples reduce into one element
+    inputs["out"] = np.zeros(n_out, dtype)
+    cot: np.ndarray = np.random.default_rng(3).standard_normal(n_out).astype(dtype)
     g = vjp(prog, inputs, {"out": cot}, wrt, backend=backend)
     out = {f"grad_{w}": g[w].astype(np.float64).tolist() for w in wrt}
     if name == "gather_atomic":
