@@ -252,23 +252,27 @@ class Activity:
 
 
 def _sync_and_atomics(program: Program, body: tuple[Node, ...]) -> None:
+    """Forward mode's refusals (reverse mode handles these: sync_checks.py)."""
     for b in program.buffers:
         if b.is_workgroup:
             raise AutodiffError(
-                f"buffer {b.name!r} is workgroup memory; autodiff does not differentiate programs "
-                "that share data through workgroup memory. Fix: compute the value per invocation "
-                "from storage buffers, or differentiate the stages separately")
+                f"buffer {b.name!r} is workgroup memory; forward mode (jvp, hvp) does not "
+                "differentiate programs that share data through workgroup memory. Fix: use reverse "
+                "mode (grad, vjp, value_and_grad), or compute the value per invocation from "
+                "storage buffers")
     for path, n in iter_paths(body):
         if isinstance(n, Barrier):
-            raise _err(path, "a Barrier; autodiff does not differentiate programs that "
-                             "synchronise invocations", "remove the barrier (split the program "
-                                                        "into separate dispatches)")
+            raise _err(path, "a Barrier; forward mode (jvp, hvp) does not differentiate programs "
+                             "that synchronise invocations",
+                       "use reverse mode (grad, vjp, value_and_grad), or split the program into "
+                       "separate dispatches")
         for e in node_exprs(n):
             for x in walk(e):
                 if isinstance(x, SubgroupBallot | SubgroupShuffle | SubgroupReduce):
-                    raise _err(path, f"a subgroup op ({type(x).__name__}); the backward pass "
-                                     "would need every lane to take the same path",
-                               "compute the value per invocation without subgroup ops")
+                    raise _err(path, f"a subgroup op ({type(x).__name__}); forward mode (jvp, hvp) "
+                                     "does not differentiate subgroup ops",
+                               "use reverse mode (grad, vjp, value_and_grad), or compute the value "
+                               "per invocation without subgroup ops")
 
 
 def check_grad_forward(program: Program, body: tuple[Node, ...], outputs: list[str],
