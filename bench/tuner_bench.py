@@ -1,7 +1,9 @@
 """Autotuner benchmark: how many measurements each search strategy needs on real kernels.
 
-For each kernel (fused_chain, saxpy, matvec and the backward of fused_chain from
-``vyre.autodiff.grad``) on ``--backend``:
+For each kernel on ``--backend`` (fused_chain, saxpy, matvec, the backward of fused_chain from
+``vyre.autodiff.grad``, and kernels whose default launch is poor: loop-heavy rows, a 2-D
+transpose and a 2-D 5-point stencil linearised over 1-D ids, a light copy where the CPU's
+serial-versus-parallel choice matters):
 
 1. **Ground truth.** Every launch candidate is run ``--rounds`` times, interleaved round-robin (so
    drift and background load hit every candidate alike), on scratch buffers; a candidate's latency
@@ -10,10 +12,17 @@ For each kernel (fused_chain, saxpy, matvec and the backward of fused_chain from
    candidate draws ``--repeats`` of its recorded runs at random (bootstrap) and takes their median,
    exactly what the tuner's timer does. Reported: how often a good candidate was measured, the mean
    number of measurements until the first good one, the final pick's true latency over the best
-   (mean and worst), and the measurements used. The natural-gradient replays use the float64
-   reference for ``F^{-1/2}`` and the product (same algorithm, fast).
+   (mean and worst), the measurements used, and the wall time the strategy would cost: its own
+   computation (timed) plus ``warmup + repeats`` runs of every candidate it measures. The
+   natural-gradient replays use the float64 reference for ``F^{-1/2}`` and the product (same
+   algorithm, fast; the real runs below use the IR programs). The verdict line per kernel checks
+   the natural-gradient target: within 5% of the best in at most 40% of the exhaustive sweep's
+   measurements, and less wall time.
 3. **Real runs.** ``vyre.tuning.autotune.tune`` in ON mode and in natural-gradient mode (whose
-   ``F^{-1/2}`` and product are vyre IR programs dispatched on the same backend), timed end to end.
+   ``F^{-1/2}`` and product are vyre IR programs dispatched on the same backend), timed end to end,
+   without a budget and with the default one (``VYRE_TUNE_BUDGET``).
+4. **Cold first dispatch** (``--cold``): a fresh process, empty caches, ``import vyre`` and one
+   dispatch of fused_chain, per ``VYRE_AUTOTUNER`` mode.
 
 Prints markdown; ``--record`` appends it to BENCHMARKS.md under "Autotuner".
 Usage: python bench/tuner_bench.py --backend cpu|cuda [--seeds 200] [--record]
@@ -80,7 +89,84 @@ def problems(backend: str, scale: int) -> list[Problem]:
     for name in ("x", "y", "grad_out"):
         binputs[name] = rng.standard_normal(n).astype(np.float32)
     out.append(Problem("fused_chain backward", bw, binputs, (-(-n // fc.workgroup_size[0]), 1, 1)))
+    # kernels whose default launch is poor
+    rows, cols = max(1, n // 512), 512
+    rs = row_sums()
+    out.append(Problem(f"row sums {rows}x{cols} (loop-heavy rows)", rs,
+                       {"x": rng.standard_normal(rows * cols).astype(np.float32),
+                        "out": np.zeros(rows, np.float32), "cols": np.array([cols], np.uint32)}, None))
+    side = max(32, math.isqrt(n))
+    tr = transpose()
+    out.append(Problem(f"transpose {side}x{side} (2-D)", tr,
+                       {"x": rng.standard_normal(side * side).astype(np.float32),
+                        "out": np.zeros(side * side, np.float32), "width": np.array([side], np.uint32)}, None))
+    st = stencil()
+    out.append(Problem(f"5-point stencil {side}x{side} (2-D)", st,
+                       {"x": rng.standard_normal(side * side).astype(np.float32),
+                        "out": np.zeros(side * side, np.float32), "width": np.array([side], np.uint32)}, None))
+    small = max(1 << 15, n >> 5)
+    cp = copy()
+    out.append(Problem(f"copy {small} (serial vs parallel)", cp,
+                       {"x": rng.standard_normal(small).astype(np.float32), "out": np.zeros(small, np.float32)},
+                       None))
     return out
+
+
+def row_sums() -> Program:
+    """``out[r] = sum_j x[r * cols + j]``: one invocation per row, a long loop each."""
+    from vyre.ir import F32, U32, assign, buflen, f32, gid, if_, let, load, loop, output, read, store, u32, var
+
+    x, out, cols = read("x", 0, F32), output("out", 1, F32), read("cols", 2, U32)
+    r, c, acc = var("r"), var("c"), var("acc")
+    return Program.wrapped([x, out, cols], 256, [
+        let("r", gid()),
+        let("c", load(cols, u32(0))),
+        if_(r.lt(buflen(out)), [
+            let("acc", f32(0.0)),
+            loop("j", u32(0), c, [assign("acc", acc + x[r * c + var("j")])]),
+            store(out, r, acc),
+        ]),
+    ])
+
+
+def _grid2d(body: Callable[..., list]) -> Program:  # type: ignore[type-arg]
+    from vyre.ir import F32, U32, buflen, gid, if_, let, load, output, read, u32, var
+
+    x, out, width = read("x", 0, F32), output("out", 1, F32), read("width", 2, U32)
+    i = var("i")
+    return Program.wrapped([x, out, width], 256, [
+        let("i", gid()),
+        let("w", load(width, u32(0))),
+        let("col", i % var("w")),
+        let("row", i / var("w")),
+        if_(i.lt(buflen(out)), body(x, out, var("row"), var("col"), var("w"))),
+    ])
+
+
+def transpose() -> Program:
+    """``out[c * w + r] = x[r * w + c]`` over a square image, linearised 1-D ids."""
+    from vyre.ir import store
+
+    return _grid2d(lambda x, out, r, c, w: [store(out, c * w + r, x[r * w + c])])
+
+
+def stencil() -> Program:
+    """5-point blur ``out = (x[r,c] + x[r±1,c] + x[r,c±1]) / 5`` (out-of-range neighbours read 0)."""
+    from vyre.ir import f32, store
+
+    def body(x, out, r, c, w):  # type: ignore[no-untyped-def]
+        at = r * w + c
+        return [store(out, at, (x[at] + x[at + w] + x[at - w] + x[at + 1] + x[at - 1]) * f32(0.2))]
+
+    return _grid2d(body)
+
+
+def copy() -> Program:
+    from vyre.ir import F32, buflen, gid, if_, let, output, read, store, var
+
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    i = var("i")
+    return Program.wrapped([x, out], 256, [let("i", gid()), if_(i.lt(buflen(out)), [store(out, i, x[i])])])
 
 
 # -- ground truth ----------------------------------------------------------------------------------
@@ -146,9 +232,10 @@ class Stats:
     to_good: list[int]
     quality: list[float]
     used: list[int]
+    wall: list[float]  # seconds: the strategy's own computation + the runs of its measurements
 
 
-def replay(samples: dict[Launch, list[float]], seeds: int, repeats: int) -> list[Stats]:
+def replay(samples: dict[Launch, list[float]], seeds: int, repeats: int, warmup: int = 1) -> list[Stats]:
     cands = list(samples)
     truth = {c: statistics.median(s) for c, s in samples.items()}
     best = min(truth.values())
@@ -167,9 +254,14 @@ def replay(samples: dict[Launch, list[float]], seeds: int, repeats: int) -> list
         return CallableTimer(measure)
 
     def stats(name: str, run: Callable[[int], SearchResult[Config]]) -> Stats:
-        st = Stats(name, 0, [], [], [])
+        st = Stats(name, 0, [], [], [], [])
         for seed in range(seeds):
+            t0 = time.perf_counter()
             r = run(seed)
+            compute = time.perf_counter() - t0
+            runs = sum((warmup + repeats) * truth[Launch(cfg[0], cfg[1])] for cfg, t in r.trace
+                       if math.isfinite(t)) / 1e9
+            st.wall.append(compute + runs)
             picks = [Launch(cfg[0], cfg[1]) for cfg, _ in r.trace]
             first = next((i for i, c in enumerate(picks, 1) if c in good), None)
             if first is not None:
@@ -202,16 +294,67 @@ def real_runs(p: Problem, backend: str, truth: dict[Launch, float]) -> list[str]
     best = min(truth.values())
     rows = []
     for mode in (Mode.ON, Mode.NATURAL_GRADIENT):
-        t0 = time.perf_counter()
-        o = autotune.tune(k, p.inputs, p.grid, mode=mode, use_cache=False, persist=False)
-        wall = time.perf_counter() - t0
-        q = truth.get(o.launch, math.nan) / best
-        rows.append(f"| {p.name} | {mode.value} | {len(o.trace)} | {wall:.2f} s | "
-                    f"wg={o.launch.wg} ipt={o.launch.ipt} | {q:.3f} |")
+        for budget in (math.inf, None):
+            t0 = time.perf_counter()
+            o = autotune.tune(k, p.inputs, p.grid, mode=mode, use_cache=False, persist=False, budget=budget)
+            wall = time.perf_counter() - t0
+            q = truth.get(o.launch, math.nan) / best
+            b = "none" if budget == math.inf else f"{o.budget:g} s" + (" (spent)" if o.truncated else "")
+            rows.append(f"| {p.name} | {mode.value} | {b} | {len(o.trace)} | {wall:.2f} s | "
+                        f"wg={o.launch.wg} ipt={o.launch.ipt} ({o.source.value}) | {q:.3f} |")
+    return rows
+
+
+_COLD = """
+import time, numpy as np
+t0 = time.perf_counter()
+import vyre
+from vyre.examples import fused_chain
+n = {n}
+x = np.ones(n, np.float32)
+t1 = time.perf_counter()
+vyre.dispatch(fused_chain(), {{"x": x, "y": x, "out": np.zeros(n, np.float32)}}, backend="{backend}")
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+"""
+
+
+def cold_runs(backend: str, n: int) -> list[str]:
+    """Fresh processes, empty caches: import, then the first dispatch, per tuner mode."""
+    import tempfile
+
+    rows = ["| VYRE_AUTOTUNER | import (s) | first dispatch (s) |", "|---|---|---|"]
+    for mode in ("off", "on", "natural"):
+        with tempfile.TemporaryDirectory() as d:
+            env = {**os.environ, "VYRE_CACHE_DIR": d, "VYRE_AUTOTUNER": mode, "PYTHONPATH": str(ROOT)}
+            proc = subprocess.run([sys.executable, "-c", _COLD.format(n=n, backend=backend)], env=env,
+                                  capture_output=True, text=True, timeout=600)
+            if proc.returncode:
+                rows.append(f"| {mode} | failed | {proc.stderr.strip().splitlines()[-1][:80]} |")
+                continue
+            imp, first = (float(v) for v in proc.stdout.split())
+            rows.append(f"| {mode} | {imp:.2f} | {first:.2f} |")
     return rows
 
 
 # -- report -------------------------------------------------------------------------------------------
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def verdict(name: str, stats: list[Stats], seeds: int) -> str:
+    """Whether the fitted-Fisher natural gradient met its target on this kernel."""
+    ng = stats[0]
+    ex = next(s for s in stats if s.strategy.startswith("exhaustive"))
+    budget = 0.4 * statistics.mean(ex.used)
+    within = ng.reached == seeds and all(t <= budget for t in ng.to_good)
+    cheaper = statistics.mean(ng.wall) < statistics.mean(ex.wall)
+    ok = "met" if within and cheaper else "NOT met"
+    return (f"- {name}: {ok} (5% reached in {ng.reached}/{seeds} replays, at most "
+            f"{max(ng.to_good, default=0)} measurements against a limit of {budget:.1f}; wall "
+            f"{_fmt_s(statistics.mean(ng.wall))} against the sweep's {_fmt_s(statistics.mean(ex.wall))})")
 
 
 def _fmt_ns(ns: float) -> str:
@@ -247,10 +390,13 @@ def run(args: argparse.Namespace) -> str:
     summary = ["| kernel | candidates | best (median) | default launch / best | worst / best |",
                "|---|---|---|---|---|"]
     table = ["| kernel | strategy | reaches 5% | mean measurements to 5% | final / best (mean, worst) | "
-             "measurements (mean) |", "|---|---|---|---|---|---|"]
-    real = ["| kernel | mode | measurements | tuning wall time | decision | decision / best |",
-            "|---|---|---|---|---|---|"]
+             "measurements (mean) | wall time (mean) |", "|---|---|---|---|---|---|---|"]
+    real = ["| kernel | mode | budget | measurements | tuning wall time | decision | decision / best |",
+            "|---|---|---|---|---|---|---|"]
+    verdicts: list[str] = []
     for p in problems(args.backend, scale):
+        if args.only and args.only not in p.name:
+            continue
         print(f"{p.name}: ground truth ...", file=sys.stderr, flush=True)
         samples = ground_truth(p, args.backend, args.rounds, seed=1)
         truth = {c: statistics.median(s) for c, s in samples.items()}
@@ -264,19 +410,26 @@ def run(args: argparse.Namespace) -> str:
         summary.append(f"| {p.name} ({inv} invocations) | {len(truth)} | wg={best_c.wg} ipt={best_c.ipt}: "
                        f"{_fmt_ns(best)} | {d_ratio} | {max(finite) / best:.2f} |")
         print(f"{p.name}: replays ...", file=sys.stderr, flush=True)
-        for st in replay(samples, args.seeds, args.repeats):
+        stats = replay(samples, args.seeds, args.repeats)
+        for st in stats:
             to = f"{statistics.mean(st.to_good):.1f}" if st.to_good else "-"
             finite_q = [q for q in st.quality if math.isfinite(q)]
             qual = (f"{statistics.mean(finite_q):.3f}, {max(finite_q):.3f}" if finite_q else "-")
             table.append(f"| {p.name} | {st.strategy} | {st.reached}/{args.seeds} | {to} | {qual} | "
-                         f"{statistics.mean(st.used):.1f} |")
+                         f"{statistics.mean(st.used):.1f} | {_fmt_s(statistics.mean(st.wall))} |")
+        verdicts.append(verdict(p.name, stats, args.seeds))
         if not args.no_real:
             print(f"{p.name}: real tuning runs ...", file=sys.stderr, flush=True)
             real += real_runs(p, args.backend, truth)
-    lines += ["Ground truth:", "", *summary, "", "Replays:", "", *table, ""]
+    lines += ["Ground truth:", "", *summary, "", "Replays:", "", *table, "",
+              "Natural-gradient target (within 5% of the best in at most 40% of the exhaustive sweep's "
+              "measurements, in every replay, and less wall time than the sweep):", "", *verdicts, ""]
     if not args.no_real:
         lines += ["Real tuning runs (`autotune.tune`; natural gradient through the IR programs):", "",
                   *real, ""]
+    if args.cold:
+        lines += [f"Cold first dispatch (fresh process and caches, fused_chain, {scale} elements):", "",
+                  *cold_runs(args.backend, scale), ""]
     lines.append(f"(benchmark wall time {time.time() - t_start:.0f} s)")
     return "\n".join(lines) + "\n"
 
@@ -314,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=200, help="replays per strategy")
     ap.add_argument("--repeats", type=int, default=5, help="runs per replayed measurement (median)")
     ap.add_argument("--no-real", action="store_true", help="skip the real tuning runs")
+    ap.add_argument("--cold", action="store_true", help="measure cold first dispatches per tuner mode")
+    ap.add_argument("--only", default=None, help="run only kernels whose name contains this")
     ap.add_argument("--record", action="store_true", help="append to BENCHMARKS.md")
     args = ap.parse_args(argv)
     report = run(args)
