@@ -326,7 +326,8 @@ def cold_runs(backend: str, n: int) -> list[str]:
     rows = ["| VYRE_AUTOTUNER | import (s) | first dispatch (s) |", "|---|---|---|"]
     for mode in ("off", "on", "natural"):
         with tempfile.TemporaryDirectory() as d:
-            env = {**os.environ, "VYRE_CACHE_DIR": d, "VYRE_AUTOTUNER": mode, "PYTHONPATH": str(ROOT)}
+            path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH", ""), str(ROOT)) if p)
+            env = {**os.environ, "VYRE_CACHE_DIR": d, "VYRE_AUTOTUNER": mode, "PYTHONPATH": path}
             proc = subprocess.run([sys.executable, "-c", _COLD.format(n=n, backend=backend)], env=env,
                                   capture_output=True, text=True, timeout=600)
             if proc.returncode:

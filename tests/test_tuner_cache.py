@@ -297,9 +297,9 @@ def test_cache_root_precedence() -> None:
 def test_settings_parse_everything() -> None:
     s = read_settings({"HOME": "/h", "VYRE_BACKEND": " CUDA ", "VYRE_AUTOTUNER": "off"})
     assert s.backend == "cuda" and s.autotuner is Mode.OFF_USE_DEFAULT and s.cache_dir is None
-    assert read_settings({"HOME": "/h"}).autotuner is Mode.NATURAL_GRADIENT
+    assert read_settings({"HOME": "/h"}).autotuner is Mode.ON
     with pytest.warns(UserWarning, match="VYRE_AUTOTUNER='of'.*Fix:"):
-        assert read_settings({"HOME": "/h", "VYRE_AUTOTUNER": "of"}).autotuner is Mode.NATURAL_GRADIENT
+        assert read_settings({"HOME": "/h", "VYRE_AUTOTUNER": "of"}).autotuner is Mode.ON
 
 
 def test_tuner_cache_path_follows_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

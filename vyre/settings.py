@@ -5,7 +5,7 @@ variable            meaning
 ==================  =====================================================================
 ``VYRE_BACKEND``    backend the dispatcher should use (lower-cased; parsed by the driver)
 ``VYRE_AUTOTUNER``  tuner :class:`Mode`: ``on``, ``natural``/``ng``, ``off``/``default``;
-                    unset or unknown -> the production default, natural gradient
+                    unset or unknown -> the production default, ``on`` (the sweep)
 ``VYRE_CACHE_DIR``  root of every vyre disk cache (kernels, tuner decisions)
 ``OMP_WAIT_POLICY``  written, not read: ``import vyre`` sets it to ``passive`` unless it is set
                     (:func:`quiet_openmp`)
@@ -56,16 +56,20 @@ DEFAULT_CACHE_MAX_MB = 1024
 class Mode(enum.Enum):
     """Tuner runtime mode (the seed's ``Mode``)."""
 
-    #: Sweep candidate sizes on first dispatch and record the fastest.
+    #: Sweep candidate sizes on first dispatch and record the fastest (production default: the
+    #: cheapest mode for equal quality in bench/tuner_bench.py, BENCHMARKS.md "Autotuner").
     ON = "on"
-    #: Probe candidates chosen by the Fisher-preconditioned policy (production default).
+    #: Probe candidates chosen by the Fisher-preconditioned policy (opt-in: it did not reach its
+    #: target of 5% of the best in 40% of the sweep's measurements and less wall time).
     NATURAL_GRADIENT = "natural"
     #: Use cached decisions when present, otherwise the default workgroup (deterministic bisects).
     OFF_USE_DEFAULT = "off"
 
     @staticmethod
     def production_default() -> Mode:
-        return Mode.NATURAL_GRADIENT
+        """The sweep: the seed defaulted to the natural-gradient search, which the benchmark shows
+        costs more wall time for no better decisions (BENCHMARKS.md, "Autotuner")."""
+        return Mode.ON
 
     @staticmethod
     def from_env_value(value: str | None) -> Mode:
