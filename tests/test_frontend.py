@@ -641,3 +641,20 @@ def test_kitchen_sink_matches_builders() -> None:
         for name in ("out", "counts"):
             np.testing.assert_array_equal(got[name], ref[name])
         assert got["flags"][0] >= 1
+
+
+def make_scaler(scale: float, wg: int) -> object:
+    @vyre.kernel(workgroup_size=wg)
+    def scaled(x: Array[f32], out: Array[f32]):
+        i = vyre.gid()
+        if i < len(out):
+            out[i] = x[i] * scale          # a closure constant, baked in
+
+    return scaled
+
+
+def test_kernels_made_by_a_factory_bake_their_closure_constants() -> None:
+    k2, k3 = make_scaler(2.0, 32), make_scaler(3.0, 64)
+    assert "(x[i] * 2.0f32)" in str(k2.program) and "(x[i] * 3.0f32)" in str(k3.program)
+    xs = np.arange(5, dtype=np.float32)
+    np.testing.assert_array_equal(k3(xs, np.zeros(5, np.float32), backend="interp")["out"], 3 * xs)  # type: ignore[operator]

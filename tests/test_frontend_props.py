@@ -32,11 +32,11 @@ def _const(t: str) -> st.SearchStrategy[Node]:
     return st.integers(lo, 40).map(lambda v: ("const", v))
 
 
-def _exprs(t: str) -> st.SearchStrategy[Node]:
+def _exprs(t: str, names: tuple[str, ...] = ("x", "y"), max_leaves: int = 8) -> st.SearchStrategy[Node]:
     """Trees whose every subtree mentions a variable (constants only beside one), so each constant
     takes the type of its neighbour, as in the frontend."""
     ops = FLOAT_OPS if t == "f32" else INT_OPS
-    leaves = st.sampled_from([("var", "x"), ("var", "y")])
+    leaves = st.sampled_from([("var", n) for n in names])
 
     def extend(sub: st.SearchStrategy[Node]) -> st.SearchStrategy[Node]:
         binary = st.tuples(st.just("bin"), st.sampled_from(ops), sub, st.one_of(sub, _const(t)))
@@ -48,7 +48,7 @@ def _exprs(t: str) -> st.SearchStrategy[Node]:
         select = st.tuples(st.just("sel"), conds, sub, sub)
         return st.one_of(binary, flipped, unary, select)
 
-    return st.recursive(leaves, extend, max_leaves=8)
+    return st.recursive(leaves, extend, max_leaves=max_leaves)
 
 
 def render(n: Node) -> str:
@@ -175,7 +175,8 @@ def _binop(op: str, x: np.ndarray, y: np.ndarray, t: str) -> np.ndarray:
 
 # ---- the property ----------------------------------------------------------------------------------
 
-def compile_kernel(t: str, body: str) -> Any:
+def compile_kernel(t: str, body: str, stmts: list[str] | None = None) -> Any:
+    """A kernel ``out[i] = body`` over ``x = a[i]``, ``y = b[i]`` (after ``stmts``, indented lines)."""
     path = _DIR / f"prop_kernel_{next(_count)}.py"
     path.write_text(
         "import vyre\nfrom vyre import Array, f32, i32, u32\n\n"
@@ -185,7 +186,8 @@ def compile_kernel(t: str, body: str) -> Any:
         "    if i < len(out):\n"
         "        x = a[i]\n"
         "        y = b[i]\n"
-        f"        out[i] = {body}\n")
+        + "".join(line + "\n" for line in stmts or ())
+        + f"        out[i] = {body}\n")
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
