@@ -21,7 +21,7 @@ from vyre.autodiff import check_grad, hvp, jvp, run_forward, value_and_grad, vjp
 from vyre.autodiff.tape import Tape
 from vyre.errors import AutodiffError
 from vyre.ir import (
-    F32, F64, Expr, Program, U32, assign, f64, gid, if_, let, loop, output, read, sin, store, tanh, var,
+    F32, F64, Expr, Program, U32, assign, f64, read_write, gid, if_, let, loop, output, read, sin, store, tanh, var,
 )
 
 N = 6
@@ -214,6 +214,12 @@ def test_tape_errors_say_what_and_fix() -> None:
         Tape().record("not a program")
     with pytest.raises(AutodiffError, match=r"empty.*Fix:"):
         run_forward(Tape(), {})
+    inplace_x, inplace_out = read_write("x", 0, F64).with_count(N), output("out", 1, F64).with_count(N)
+    inplace = Program.wrapped([inplace_x, inplace_out], 4, [if_(gid().lt(N), [
+        store(inplace_out, gid(), inplace_x[gid()]), store(inplace_x, gid(), f64(0.0))])])
+    t2 = Tape().record(STEPS["tanh"](), {"out": "h"}).record(inplace, {"x": "h", "out": "loss"})
+    with pytest.raises(AutodiffError, match=r"^tape step 1: entry\[0\]\.then\[1\]: .*Fix:"):
+        vjp(t2, {"x": np.ones(N)}, {"loss": np.ones(N)}, ["x"], backend="interp")
     ui = read("n", 0, U32)
     with pytest.raises(AutodiffError, match="only float buffers have gradients"):
         vjp(Tape().record(Program.wrapped([ui, output("out", 1, F64).with_count(N)], 4, [

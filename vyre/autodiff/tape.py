@@ -24,7 +24,8 @@ it matters, by running that step with a flag store beside each of its stores.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -343,12 +344,13 @@ def _backward(tape: Tape, rec: _Recorded, cotangents: Mapping[str, np.ndarray], 
         earlier = set().union(*(s.writes() for s in tape.steps[:k]))
         written, stored, loaded = _written(st.program), _stored(st.program), _reads_prog(st.program)
         outs = [p for p, s in st.bind if s in grads and p in written and np.any(grads[s])]
-        ins = [p for p, s in st.bind if s in floats and p in loaded and p not in written
-               and (s in wrt or s in earlier)]
+        # a buffer the step also writes is included, so grad refuses the in-place update loudly
+        ins = [p for p, s in st.bind if s in floats and p in loaded and (s in wrt or s in earlier)]
         contrib: dict[str, np.ndarray] = {}
         if outs and ins:
             cots = {p: grads[st.shared(p)] for p in outs}
-            contrib = _vjp(st.program, rec.before[k], cots, ins, backend=backend, grid=st.grid)
+            with _step_errors(k):
+                contrib = _vjp(st.program, rec.before[k], cots, ins, backend=backend, grid=st.grid)
         for p, s in st.bind:  # what this step overwrote no longer depends on earlier values
             if s in grads and p in stored:
                 mask = rec.overwritten[k].get(s)
@@ -362,6 +364,15 @@ def _backward(tape: Tape, rec: _Recorded, cotangents: Mapping[str, np.ndarray], 
             grads[s] = grads[s] + g if s in grads else np.array(g, copy=True)
     zeros = {w: np.zeros(rec.state[w].size, dtype=rec.state[w].dtype) for w in wrt if w not in grads}
     return {w: (grads[w] if w in grads else zeros[w]).reshape(shapes[w]) for w in wrt}
+
+
+@contextmanager
+def _step_errors(k: int) -> Iterator[None]:
+    """An AutodiffError from one step's backward, prefixed with the step it came from."""
+    try:
+        yield
+    except AutodiffError as e:
+        raise AutodiffError(f"tape step {k}: {e}") from e
 
 
 def _reads_prog(program: Program) -> set[str]:
@@ -475,13 +486,14 @@ def hvp(tape: Tape, inputs: Mapping[str, np.ndarray], output: str, wrt: Sequence
         written, stored, loaded = _written(st.program), _stored(st.program), _reads_prog(st.program)
         outs = [p for p, s in st.bind if s in grads and p in written
                 and (np.any(grads[s]) or np.any(dgrads[s]))]
-        ins = [p for p, s in st.bind if s in floats and p in loaded and p not in written
-               and (s in wrt or s in earlier)]
+        # a buffer the step also writes is included, so grad refuses the in-place update loudly
+        ins = [p for p, s in st.bind if s in floats and p in loaded and (s in wrt or s in earlier)]
         contrib: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if outs and ins:
             before = rec.before[k]
             g3 = forward_grid(st.program, before, st.grid)
-            back = cached_grad(st.program, tuple(outs), tuple(ins), g3[1:] == (1, 1))
+            with _step_errors(k):
+                back = cached_grad(st.program, tuple(outs), tuple(ins), g3[1:] == (1, 1))
             lengths = forward_lengths(st.program, before)
             args = _arrays_for_forward_buffers(st.program, before, lengths, input_kind(before))
             for p in outs:
