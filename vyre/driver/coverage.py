@@ -115,11 +115,19 @@ def coverage(program: Program) -> Coverage:
 
 
 def check_default_covers(program: Program, lengths: Mapping[str, int], invocations: int,
-                         covered_by: str, err: type[VyreError] = DispatchError) -> None:
+                         sized_by: tuple[str, int], err: type[VyreError] = DispatchError) -> None:
     """Raise ``err`` unless a default grid of ``invocations`` along x is known to cover the work
-    (``covered_by`` names what it was sized by, for the message)."""
+    (``sized_by``: the output buffer and length it was sized by, for the message)."""
     cov = coverage(program)
+    if not cov.axes:  # the common case, on every default-grid dispatch: no string is built
+        for name in cov.id_indexed:
+            n = lengths.get(name)
+            if n is not None and n > invocations:
+                break
+        else:
+            return
     wg = program.workgroup_size
+    covered_by = f"output {sized_by[0]!r} of {sized_by[1]} elements" if sized_by[0] else "no output buffer"
     if cov.axes:
         axis = "y" if 1 in cov.axes else "z"
         raise err(
@@ -143,6 +151,15 @@ def check_id_lengths(program: Program, lengths: Mapping[str, int], strict: bool,
     lengths; True when they agree (or there are fewer than two)."""
     names = coverage(program).id_indexed
     if len(names) < 2:
+        return True
+    first = lengths.get(names[0])
+    for name in names:
+        n = lengths.get(name, first)
+        if first is None:
+            first = n
+        elif n != first:
+            break
+    else:
         return True
     seen = {name: lengths[name] for name in names if name in lengths}
     if len(set(seen.values())) <= 1:

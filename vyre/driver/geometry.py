@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import DispatchError, VyreError
-from ..ir import Program
+from ..ir import BufferDecl, Program
 from .coverage import check_default_covers
 
 Grid = int | Sequence[int]
@@ -41,6 +41,22 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _sized_by(program: Program) -> tuple[BufferDecl, ...]:
+    """The buffers the default grid covers: the outputs, else every written storage buffer."""
+    hit = _sized_cache.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    outs = tuple(b for b in program.buffers if b.is_output) or tuple(
+        b for b in program.buffers if b.access.writable and not b.is_workgroup)
+    if len(_sized_cache) > 4096:
+        _sized_cache.clear()
+    _sized_cache[id(program)] = (program, outs)
+    return outs
+
+
+_sized_cache: dict[int, tuple[Program, tuple[BufferDecl, ...]]] = {}
+
+
 def default_grid(program: Program, lengths: Mapping[str, int],
                  err: type[VyreError] = DispatchError) -> tuple[int, int, int]:
     """Workgroups along x so the dispatch covers the largest output buffer (one invocation per
@@ -50,14 +66,13 @@ def default_grid(program: Program, lengths: Mapping[str, int],
     Raises ``err`` when that grid is not known to cover the program's work
     (:func:`vyre.driver.coverage.check_default_covers`: ids along y/z, or a buffer indexed by the
     invocation id that is longer than the grid): pass ``dim=`` or ``grid=`` then."""
-    outs = [(lengths.get(b.name, b.count), b.name) for b in program.buffers if b.is_output]
-    if not outs:
-        outs = [(lengths.get(b.name, b.count), b.name) for b in program.buffers
-                if b.access.writable and not b.is_workgroup]
-    n, name = max(outs, default=(1, ""))
+    n, name = 1, ""
+    for b in _sized_by(program):
+        m = lengths.get(b.name, b.count)
+        if m > n or not name:
+            n, name = max(n, m), b.name
     g = (max(1, ceil_div(n, program.workgroup_size[0])), 1, 1)
-    covered_by = f"output {name!r} of {n} elements" if name else "no output buffer"
-    check_default_covers(program, lengths, g[0] * program.workgroup_size[0], covered_by, err)
+    check_default_covers(program, lengths, g[0] * program.workgroup_size[0], (name, n), err)
     return g
 
 

@@ -36,9 +36,10 @@ class WorkModel:
     """``statements(arrays)``: statements one invocation executes over these bound arrays."""
 
     fn: Callable[[Arrays], float]
+    constant: float | None = None  # programs without loops: the count, worked out once
 
     def statements(self, arrays: Arrays) -> float:
-        return self.fn(arrays)
+        return self.constant if self.constant is not None else self.fn(arrays)
 
 
 def _bound(e: Expr, lets: Mapping[str, Expr], readonly: frozenset[str], depth: int = 0) -> _Eval:
@@ -154,7 +155,9 @@ def work_model(program: Program) -> WorkModel:
     if hit is not None and hit[0] is program:
         return hit[1]
     readonly = frozenset(b.name for b in program.buffers if not b.access.writable and not b.is_workgroup)
-    model = WorkModel(_body(program.entry, _lets(program), readonly))
+    fn = _body(program.entry, _lets(program), readonly)
+    loops = any(isinstance(n, Loop) for n in walk_nodes(program.entry))
+    model = WorkModel(fn, None if loops else fn({}))
     with _lock:
         if len(_cache) > 4096:
             _cache.clear()
