@@ -52,9 +52,10 @@ def generated_cases(count: int) -> list[tuple[str, Program, dict[str, np.ndarray
 
 def run_sim(count: int) -> None:
     from tests.parity import differences
+    from tests.test_cpu_index_family import family_cases
     from vyre.driver.dispatch import compile as vcompile
 
-    for name, prog, arrays, grid, layout in [*cases(), *generated_cases(count)]:
+    for name, prog, arrays, grid, layout in [*cases(), *generated_cases(count), *family_cases(6)]:
         try:
             ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
             got = vcompile(prog, "cudasim")({k: v.copy() for k, v in arrays.items()}, grid=grid)
@@ -62,7 +63,7 @@ def run_sim(count: int) -> None:
                 n = len(next(iter(arrays.values())))
                 problems = optable.compare(name, got, ref, layout, n)
             else:
-                problems = differences(got, ref, exact=name.startswith("generated"))
+                problems = differences(got, ref, exact=name.startswith(("generated", "index_family")))
             print(json.dumps({"case": name, "problems": problems}), flush=True)
         except Exception:
             print(json.dumps({"case": name, "problems": [traceback.format_exc()]}), flush=True)
@@ -154,6 +155,9 @@ def run_ptx(extra: list[Program]) -> None:
     progs = [(name, prog) for name, prog, *_ in cases()] + [(f"extra_{i}", p) for i, p in enumerate(extra)]
     progs += [(f"interleave_{name}", prog) for name, prog, _ in interleave_cases()]
     progs += ptx_programs()
+    from tests.test_cpu_index_family import family_cases
+
+    progs += [(name, prog) for name, prog, *_ in family_cases(4)]
     for name, prog in progs:
         try:
             ptx = ptx_for(prog)

@@ -162,3 +162,21 @@ def test_issue_reproducers(index: str) -> None:
         fn(xv, view, 128, 32)
         assert np.array_equal(view, want), view
         assert (whole[128:] == CANARY).all() and (xw[4:] == CANARY).all()
+
+
+def family_cases(count: int) -> list[tuple[str, Program, dict[str, np.ndarray], tuple[int], None]]:
+    """``count`` programs of the family with inputs, deterministic, for the CUDA runs of
+    tests/backend_runner.py (the simulator, PTX) and bench/gpu_index_family.py (a GPU)."""
+    from hypothesis import HealthCheck
+
+    out: list[tuple[str, Program, dict[str, np.ndarray], tuple[int], None]] = []
+
+    @settings(max_examples=count, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(family_programs())
+    def collect(case: tuple[Program, int, int, int]) -> None:
+        prog, lx, l2, lh = case
+        out.append((f"index_family_{len(out)}", prog, _inputs(prog, lx, l2, lh), (GROUPS,), None))
+
+    collect()
+    return out[:count]
