@@ -161,6 +161,13 @@ def scalar_to_array(decl: BufferDecl, v: Any, err: type[VyreError] = DispatchErr
     return np.array([v], dtype=t.np_dtype)
 
 
+def check_mapping(inputs: object, err: type[VyreError] = DispatchError) -> None:
+    """Raise ``err`` unless ``inputs`` is a mapping (every entry point checks, cached paths too)."""
+    if type(inputs) is not dict and not isinstance(inputs, Mapping):  # the dict test first: cheap
+        raise err(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
+                  "Fix: pass a dict like {'x': x}")
+
+
 class BindPlan:
     """What binding host arrays to one program needs, worked out once (a kernel keeps one): its
     storage buffers, which of them it writes, and their names. :meth:`bind` performs exactly the
@@ -175,8 +182,9 @@ class BindPlan:
 
     def with_scalars(self, inputs: Mapping[str, Any], err: type[VyreError] = DispatchError) -> Mapping[str, Any]:
         """``inputs`` with numbers given for scalar slots made 1-element arrays (a no-op, and no
-        copy, for programs without such slots)."""
-        if not self.scalars or not isinstance(inputs, Mapping):
+        copy, for programs without such slots); anything but a mapping is an ``err``."""
+        check_mapping(inputs, err)
+        if not self.scalars:
             return inputs
         out = dict(inputs)
         for b in self.scalars:
@@ -186,9 +194,7 @@ class BindPlan:
 
     def bind(self, inputs: Mapping[str, Any], err: type[VyreError] = DispatchError) -> dict[str, np.ndarray]:
         """Map every storage buffer to a flat numpy array (see module docs)."""
-        if not isinstance(inputs, Mapping):
-            raise err(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
-                      "Fix: pass a dict like {'x': x}")
+        check_mapping(inputs, err)
         names = self.names
         for name in inputs:
             if name not in names:  # unknown, not a str, or workgroup memory: say which

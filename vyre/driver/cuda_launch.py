@@ -18,7 +18,7 @@ from .devices import current_device, inputs_device, on_device
 from .coverage import check_id_lengths
 from .dlpack import DL_CPU, check_not_traced, device_view, dlpack_device, is_dlpack, is_immutable
 from .fast_launch import CAPTURE, launch_stream, make_fast_launch
-from .geometry import flat_invocations, grid3
+from .geometry import check_ids_fit, flat_invocations, grid3
 from .launch_policy import choose_launch
 
 if TYPE_CHECKING:
@@ -211,9 +211,11 @@ def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None
                 kernel, {b.name: a for b, a in zip(storage_buffers(program), dev_args, strict=True)}, n)
         la = kernel.launch or kernel.default_launch(n)
         blocks = max(1, -(-n // (la.wg * la.ipt)))
-        griddim, blockdim = (blocks, 1, 1), (la.wg, 1, 1)
+        # y and z rows of a flat program repeat the x-row (geometry.flat_invocations), concurrently
+        griddim, blockdim = (blocks, g[1], g[2]), (la.wg, 1, 1)
         scalars: tuple[int, ...] = (n, la.ipt)
     else:
+        check_ids_fit(program, g)
         griddim, blockdim, scalars = g, program.workgroup_size, ()
     _first_launch_guarded(kernel, griddim, blockdim, dev_args, scalars, stream)
     if kernel._save_binary is not None:  # compiled by that launch: keep the cubin for later processes

@@ -18,9 +18,9 @@ from ..errors import DispatchError
 from ..ir import BufferDecl, Program
 from . import cache
 from .backends import check_backend, default_backend
-from .bind import BindPlan, check_names
+from .bind import BindPlan, check_mapping, check_names
 from .coverage import check_id_lengths
-from .geometry import Grid, default_grid, flat_invocations, grid3, is_int, launch_grid
+from .geometry import Grid, check_ids_fit, default_grid, flat_invocations, grid3, is_int, launch_grid
 from .launch_policy import choose_launch
 from .native_cpu import args_fit
 from .work import work_per_invocation
@@ -189,6 +189,7 @@ class Kernel:
         arrays = self.binder.bind(inputs)
         lengths = {k: v.size for k, v in arrays.items()}
         g = grid3(grid) if grid is not None else self.grid_for(lengths)
+        check_ids_fit(self.program, g)
         check_id_lengths(self.program, lengths, strict)
         if self.backend == "interp":
             from ..interp import run
@@ -204,7 +205,8 @@ class Kernel:
             fn = self._cpu_entry(n, n > chunk, work)
             if self._module is not None and not args_fit(arrays.values()):
                 fn = getattr(self._module(), SERIAL if fn is self._fn else PARALLEL)
-            fn(*(arrays[b.name] for b in self.storage), n, chunk)
+            for _ in range(g[1] * g[2]):  # y and z rows of a flat program repeat the x-row
+                fn(*(arrays[b.name] for b in self.storage), n, chunk)
         else:
             total = g[0] * g[1] * g[2] * self.program.workgroup_invocations
             work = work_per_invocation(self.program, arrays) if total < PARALLEL_MIN_INVOCATIONS else 0.0
@@ -334,6 +336,7 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
     if workgroup_size is None and (backend is not None or _ENV_BACKEND_KEY not in _ENV):
         hit = _by_identity.get((id(program), backend))
         if hit is not None and hit[0] is program:
+            check_mapping(inputs)  # the cached path checks what the first call did
             k = hit[1]
             if dim is not None:
                 grid = launch_grid(program, grid, dim)
@@ -350,9 +353,7 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
             raise DispatchError(f"expected a vyre Program, got {type(program).__name__}. "
                                 "Fix: build one with Program.wrapped(...)")
         program = replace(program, workgroup_size=grid3(workgroup_size, "workgroup_size"))
-    if not isinstance(inputs, Mapping):
-        raise DispatchError(f"inputs must be a mapping of buffer name to array, got {type(inputs).__name__}. "
-                            "Fix: pass a dict like {'x': x}")
+    check_mapping(inputs)
     if isinstance(program, Program):
         check_names(program, list(inputs))
     b = check_backend(backend) if backend is not None else default_backend()

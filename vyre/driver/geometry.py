@@ -76,11 +76,22 @@ def default_grid(program: Program, lengths: Mapping[str, int],
     return g
 
 
+def check_ids_fit(program: Program, g: tuple[int, int, int]) -> None:
+    """Raise DispatchError unless every invocation id of grid ``g`` fits in a u32 (ids are u32:
+    docs/semantics.md), axis by axis."""
+    for axis, (n, w) in enumerate(zip(g, program.workgroup_size, strict=True)):
+        if n * w > 2**32:
+            raise DispatchError(
+                f"grid {g} with workgroup size {program.workgroup_size} has {n * w} invocations along "
+                f"axis {axis}; invocation ids are u32, so at most 2^32 fit. Fix: split the work into "
+                "several dispatches, or spread it over more axes")
+
+
 def flat_invocations(program: Program, g: tuple[int, int, int]) -> int:
-    """The invocation count of a flat kernel over grid ``g`` (which must be 1-D, as its ids are)."""
-    if g[1:] != (1, 1):
-        raise DispatchError(f"grid {g} is not 1-D, but the program is (its ids are 1-D). "
-                            "Fix: pass grid=(n_workgroups,) or dim=n_invocations")
+    """The invocation count along x of a flat kernel over grid ``g``. A flat program's ids are 1-D,
+    so the workgroups of a 2-D or 3-D grid along y and z run the same x-row again: ``gy * gz``
+    times, as the interpreter runs them (docs/semantics.md "Invocations")."""
+    check_ids_fit(program, g)
     return g[0] * program.workgroup_size[0]
 
 

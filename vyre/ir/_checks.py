@@ -34,7 +34,7 @@ CODES: dict[str, str] = {
     "V003": "a Region.generator label that is not short printable ASCII without quotes",
     "V004": "two buffers with the same name",
     "V005": "two storage buffers with the same binding",
-    "V006": "a negative binding",
+    "V006": "a binding outside [0, 2^32)",
     "V007": "a reference to an undeclared buffer",
     "V008": "a read of an undeclared variable",
     "V009": "an Assign to an undeclared variable",

@@ -171,10 +171,17 @@ class _Parser:
                       "write an integer without a type suffix, e.g. 64")
         return int(t.text, 0) if not re.fullmatch(r"-?0\d+", t.text) else int(t.text, 10)
 
+    def unescape(self, t: _Tok) -> str:
+        """The text of a quoted token, escapes resolved."""
+        try:
+            return _unescape(t.text[1:-1])
+        except _BadEscape as e:
+            self.fail(t.pos, str(e), "use \\u{...} with at most 10FFFF, outside D800-DFFF")
+
     def name(self, what: str) -> str:
         t = self.next()
         if t.kind == "qname":
-            return _unescape(t.text[1:-1])
+            return self.unescape(t)
         if t.kind == "name" and t.text not in KEYWORDS:
             return t.text
         self.fail(t.pos, f"expected {what}, found {_found(t)}",
@@ -289,7 +296,7 @@ class _Parser:
                         self.fail(s.pos, f"expected a quoted label, found {_found(s)}",
                                   'write: region "label" {')
                     self.expect("{")
-                    return _Open("region", [], (_unescape(s.text[1:-1]),))
+                    return _Open("region", [], (self.unescape(s),))
                 case "barrier":
                     items.append(Barrier())
                 case "return":
@@ -556,9 +563,18 @@ def _found(t: _Tok) -> str:
     return repr(t.text[:40] + ("..." if len(t.text) > 40 else ""))
 
 
+class _BadEscape(Exception):
+    """A ``\\u{...}`` escape that names no Unicode scalar value (the caller reports where)."""
+
+
 def _unescape(body: str) -> str:
     def one(m: re.Match[str]) -> str:
-        return chr(int(m.group(2), 16)) if m.group(2) else m.group(1)
+        if not m.group(2):
+            return m.group(1)
+        code = int(m.group(2), 16)
+        if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:  # past Unicode, or a lone surrogate
+            raise _BadEscape(f"escape \\u{{{m.group(2)}}} is not a Unicode character")
+        return chr(code)
     return _ESCAPE.sub(one, body)
 
 

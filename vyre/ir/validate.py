@@ -183,6 +183,9 @@ class _Checker(ExprChecker):
             elif is_identifier(b.name):
                 self.buffers[b.name] = b
             if b.is_workgroup:
+                if not 0 <= b.binding < 2**32:  # unused, but encoded: a u32 in the wire format
+                    self.add("V006", p, f"workgroup buffer {show(b.name)} has binding {b.binding}; "
+                             "expected a binding in [0, 2^32). Fix: leave it 0")
                 if b.count <= 0:
                     self.add("V053", p, f"workgroup buffer {show(b.name)} has count {b.count}; "
                              "expected a positive element count. Fix: workgroup(name, count, dtype) "
@@ -190,9 +193,9 @@ class _Checker(ExprChecker):
                 else:
                     wg_bytes += b.count * b.element.size_bytes
             else:
-                if b.binding < 0:
+                if not 0 <= b.binding < 2**32:
                     self.add("V006", p, f"buffer {show(b.name)} has binding {b.binding}; expected "
-                             "a binding >= 0. Fix: number bindings 0, 1, 2, ...")
+                             "a binding in [0, 2^32). Fix: number bindings 0, 1, 2, ...")
                 elif b.binding in bindings:
                     self.add("V005", p, f"buffer {show(b.name)} reuses binding {b.binding} of "
                              f"{show(bindings[b.binding])}; expected unique bindings among storage "

@@ -48,7 +48,7 @@ from ..ir import DataType, Program
 from ..settings import Mode, read_settings
 from ..driver.bind import bind_host_arrays, storage_buffers
 from ..driver.dispatch import Grid, Kernel, Launch
-from ..driver.geometry import grid3
+from ..driver.geometry import flat_invocations, grid3
 from .timers import (
     BackendTimer, Budget, BudgetedTimer, BudgetExhausted, CudaEventTimer, PerfCounterTimer, SafeTimer,
 )
@@ -309,13 +309,10 @@ def _length(obj: Any) -> int:
 
 
 def invocations_for(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None) -> int:
-    """How many invocations ``kernel(inputs, grid=grid)`` runs (raises DispatchError for a grid
-    that is not 1-D, as the call would)."""
+    """How many invocations along x ``kernel(inputs, grid=grid)`` runs per row (what the launch
+    knobs split; rows along y and z repeat it: geometry.flat_invocations)."""
     g = grid3(grid) if grid is not None else kernel.grid_for({k: _length(v) for k, v in inputs.items()})
-    if g[1:] != (1, 1):
-        raise DispatchError(f"grid {g} is not 1-D, but the program is (its ids are 1-D). "
-                            "Fix: pass grid=(n_workgroups,)")
-    return g[0] * kernel.program.workgroup_size[0]
+    return flat_invocations(kernel.program, g)
 
 
 def check_tunable(kernel: Kernel) -> None:

@@ -16,6 +16,7 @@ import contextlib
 import math
 import os
 import struct
+import reprlib
 import tempfile
 import tomllib
 import warnings
@@ -57,9 +58,9 @@ class HasFingerprint(Protocol):
 def _problem_with_size(value: object, max_invocations: int = MAX_WORKGROUP_INVOCATIONS) -> str | None:
     """Why ``value`` is not a usable workgroup size (at most ``max_invocations``), or None."""
     if not isinstance(value, (list, tuple)) or len(value) != 3:
-        return f"expected 3 integers, found {value!r}"
+        return f"expected 3 integers, found {reprlib.repr(value)}"  # reprlib: bounded depth and length
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return f"expected integers, found {value!r}"
+        return f"expected integers, found {reprlib.repr(value)}"
     if not all(1 <= v <= _U32_MAX for v in value):
         return f"expected positive u32 axes, found {list(value)}"
     invocations = math.prod(value)
@@ -267,6 +268,11 @@ class TunerCache:
             raise TunerError(
                 f"tuner cache {source} is not valid TOML: {e}. Fix: delete the file; the tuner "
                 "re-measures and rewrites it."
+            ) from e
+        except (RecursionError, ValueError) as e:  # valid TOML past what Python reads: [[[[...]]]] nested
+            raise TunerError(                     # beyond the recursion limit, integers of 5000 digits
+                f"tuner cache {source} could not be read ({type(e).__name__}: {str(e)[:200]}). Fix: delete "
+                "the file; the tuner re-measures and rewrites it."
             ) from e
         cache = TunerCache(max_invocations=max_invocations)
         skipped: list[str] = []
