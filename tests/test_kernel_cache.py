@@ -212,16 +212,14 @@ def test_garbage_in_numbas_pycache_is_dropped(cache_dir: Path, how: str) -> None
     assert k3.cache_hit is True and run(k3) == WANT
 
 
-def test_bad_pyc_next_to_the_module_is_dropped(cache_dir: Path) -> None:
+def test_bad_pyc_next_to_the_module_is_ignored(cache_dir: Path) -> None:
+    """Modules run from the checked text, never from Python's .pyc of the file."""
     k = vyre.compile(scale_program(), "cpu", parallel=False)
     path = module_file(k)
-    pyc = _bad_pyc(path)
+    _bad_pyc(path)
     cache.clear_memory()
-    rebuilt_before = cache.stats["rebuilt"]
     k2 = vyre.compile(scale_program(), "cpu", parallel=False)
     assert run(k2) == WANT
-    assert cache.stats["rebuilt"] == rebuilt_before + 1 and k2.cache_hit is False
-    assert not pyc.exists() or pyc.read_bytes()[16:] != b"\x00garbage, not marshal data"
 
 
 def test_a_kernel_that_fails_to_compile_still_raises(cache_dir: Path) -> None:

@@ -78,6 +78,12 @@ def cmd_info(args: argparse.Namespace) -> int:
 
         dev = cuda.get_current_device()
         print(f"device: {dev.name!r} cc {dev.compute_capability}")
+    from .driver.cpu_selfcheck import cpu_selfcheck
+
+    check = cpu_selfcheck()  # compiles a few kernels the first time on a machine, then read from disk
+    print(f"cpu self-check: {'loop vectoriser on' if check.vectorize else 'safe mode, loop vectoriser off'}"
+          f" ({check.detail}); this LLVM {'has' if check.llvm_miscompiles else 'does not have'} the "
+          "x[gid % 4] vectoriser bug (README 'Known limits')")
     print(f"cache root: {cache_root()}")
     print(f"tuner mode: {s.autotuner.value}")
     for line in tuner_lines(default_backend()):

@@ -1,24 +1,27 @@
 """The kernel cache: generated modules in memory and on disk.
 
-numba cannot cache functions built with ``exec``, so each generated module is written to a file
-``k_<key>_<source digest>.py`` under ``<cache_root>/kernels/<target>/`` and imported from there; its
-functions carry ``cache=True``, so numba keeps the compiled machine code next to it (``__pycache__``)
-and a second process starts without compiling. The key hashes everything that changes the binary
-(program fingerprint, target, options, compute capability, codegen / numba / numba-cuda versions);
-the source digest in the name keeps two different sources apart even when their keys agree (the
-fingerprint ignores buffer declaration order, the generated parameter order does not).
+numba caches only functions whose code names a real source file, so each generated module is written
+to a file ``k_<key>_<source digest>.py`` under ``<cache_root>/kernels/<target>/`` and run from the
+text that was checked against it (compiled with that file's name: a second read could see another
+writer's half-written file); its functions carry ``cache=True``, so numba keeps the compiled machine
+code next to it (``__pycache__``) and a second process starts without compiling. The key hashes
+everything that changes the binary (program fingerprint, target, options, compute capability,
+codegen / numba / numba-cuda versions); the source digest in the name keeps two different sources
+apart even when their keys agree (the fingerprint ignores buffer declaration order, the generated
+parameter order does not).
 Each file starts with its key and a blake3 digest of the rest; a file that is not exactly the expected
 text (corrupt, truncated, edited) is rewritten, and numba's own index rejects stale machine code.
 Modules kept off the disk (``use_disk=False``: the simulator, ``compile(..., disk_cache=False)``) go to
 one temporary directory per process, removed when the process exits.
-Unreadable numba cache files (``__pycache__``: garbage index or data pickles, a bad ``.pyc``) make
-the import fail; they are then deleted and the module imported once more, compiling afresh.
+Unreadable numba cache files (``__pycache__``: garbage index or data pickles, maybe half-written by
+another process) make the import fail; its compiled files are then deleted, the module written
+again and the import retried, compiling afresh (three attempts; then a ``DispatchError`` with the
+cause). Errors of the source itself (``SyntaxError``, numba's compile errors) are raised as they are.
+A file where a directory of the cache belongs is replaced by the directory.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
 import sys
 import tempfile
@@ -28,6 +31,7 @@ from types import ModuleType
 
 import blake3
 
+from ..errors import DispatchError
 from ..settings import cache_root
 
 _lock = threading.Lock()
@@ -75,8 +79,7 @@ def load_module(target: str, key: str, source: str, use_disk: bool = True,
             return mod, True
         hit = False
         if use_disk:
-            d = kernel_dir(target)
-            d.mkdir(parents=True, exist_ok=True)
+            d = _ensure_dir(kernel_dir(target))
             path = d / f"k_{ident}.py"
             text = _header(key, source) + source
             try:
@@ -98,19 +101,67 @@ def load_module(target: str, key: str, source: str, use_disk: bool = True,
         else:
             path = _scratch_dir() / f"k_{ident}.py"
             path.write_text(source)
-        spec = importlib.util.spec_from_file_location(f"vyre_kernels.{target}.k_{ident}", path)
-        assert spec is not None and spec.loader is not None
-        try:
-            mod = _exec(spec)
-        except Exception:
-            # numba (or Python) trusted a garbage file of its own cache: drop those and compile afresh
-            if not (use_disk and _purge_compiled(path)):
-                raise
-            stats["rebuilt"] += 1
-            hit = False
-            mod = _exec(spec)
+        name = f"vyre_kernels.{target}.k_{ident}"
+        code_text = text if use_disk else source
+        attempt = 0
+        while True:
+            try:
+                mod = _exec(name, path, code_text)
+                break
+            except Exception as e:
+                if not use_disk or _compile_error(e):
+                    raise  # the source itself is wrong: no cache to blame
+                if attempt == _ATTEMPTS - 1:
+                    raise DispatchError(
+                        f"the kernel module {path} could not be loaded ({type(e).__name__}: {e}) after "
+                        f"deleting its compiled files {_ATTEMPTS - 1} times. Fix: make sure nothing else "
+                        "writes that directory; if this repeats with a fresh VYRE_CACHE_DIR, it is a vyre "
+                        "bug: please report it") from e
+                # numba trusted a damaged file of its cache (index or data, maybe being written by
+                # another process): drop its files, write ours again, compile afresh
+                stats["rebuilt"] += 1
+                hit = False
+                attempt += 1
+                _purge_compiled(path)
+                _atomic_write(path, text)
         _modules[ident] = mod
         return mod, hit
+
+
+_ATTEMPTS = 3
+
+
+def _compile_error(e: Exception) -> bool:
+    """Is ``e`` an error of the source (Python's or numba's compiler), not of a cache file?"""
+    if isinstance(e, SyntaxError):
+        return True
+    errors = sys.modules.get("numba.core.errors")
+    return errors is not None and isinstance(e, errors.NumbaError)
+
+
+def _ensure_dir(d: Path) -> Path:
+    """``d`` as a directory. A file where it or a directory above it (inside the cache root)
+    belongs is damage to the cache: it is removed."""
+    root = cache_root()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+    except (FileExistsError, NotADirectoryError):
+        pass
+    except OSError as e:
+        raise DispatchError(f"cannot create the kernel cache directory {d}: {e}. Fix: make {root} writable, "
+                            "or set VYRE_CACHE_DIR to a writable directory") from e
+    try:
+        rel = d.relative_to(root).parts
+        for i in range(1, len(rel) + 1):
+            q = root.joinpath(*rel[:i])
+            if q.exists() and not q.is_dir():
+                q.unlink()
+        d.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as e:
+        raise DispatchError(f"cannot create the kernel cache directory {d}: a file is in the way ({e}). "
+                            f"Fix: remove it, or set VYRE_CACHE_DIR to another directory") from e
+    return d
 
 
 _scratch: tempfile.TemporaryDirectory[str] | None = None
@@ -124,14 +175,17 @@ def _scratch_dir() -> Path:
     return Path(_scratch.name)
 
 
-def _exec(spec: importlib.machinery.ModuleSpec) -> ModuleType:
-    assert spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
+def _exec(name: str, path: Path, text: str) -> ModuleType:
+    """The module ``name`` run from ``text``, the file's contents as checked: not from a second read
+    of the file, which another process may be rewriting meanwhile (or anything else garbling).
+    Its code names ``path`` as its file, where numba keeps the compiled machine code."""
+    mod = ModuleType(name)
+    mod.__file__ = str(path)
+    sys.modules[name] = mod
     try:
-        spec.loader.exec_module(mod)
+        exec(compile(text, str(path), "exec"), mod.__dict__)
     except BaseException:
-        sys.modules.pop(spec.name, None)
+        sys.modules.pop(name, None)
         raise
     return mod
 
