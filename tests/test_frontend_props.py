@@ -222,7 +222,7 @@ def check(case: tuple[str, Node, list[Any], list[Any]], backend: str) -> None:
     np.testing.assert_array_equal(got, want, err_msg=f"{t}: {render(tree)}\n{k.program}")
 
 
-@settings(max_examples=80)
+@settings(max_examples=60)
 @given(cases())
 def test_random_expressions_match_numpy_on_the_interpreter(case: tuple[str, Node, list[Any], list[Any]]) -> None:
     check(case, "interp")

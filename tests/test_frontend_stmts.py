@@ -144,7 +144,7 @@ def check(case: tuple[str, list[Stmt], Node, list[Any], list[Any]], backend: str
     np.testing.assert_array_equal(got, want, err_msg="\n".join(lines) + f"\n-> {render(result)}\n{k.program}")
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(programs())
 def test_random_kernel_bodies_match_numpy_on_the_interpreter(
         case: tuple[str, list[Stmt], Node, list[Any], list[Any]]) -> None:
