@@ -92,12 +92,17 @@ def test_map_overlap_matches_whole_array_at_borders(spec: tuple[int, list[int]],
     x = np.random.default_rng(seed).integers(0, 2**32, n, dtype=np.uint32)
     p = _stencil(radius)
     want = vyre.dispatch(p, {"x": x, "out": np.zeros(n, np.uint32)}, backend="cpu")["out"]
-    chunks = _uneven(n, cuts)
-    if min(chunks) < radius:  # dask needs every chunk at least as deep as the halo
-        chunks = (n,)
+    chunks = _uneven(n, cuts)  # chunks shallower than the halo, arrays shorter than it: all allowed
     dx = da.from_array(x, chunks=(chunks,))
     got = vyre.dask.map_overlap(p, {"x": dx}, "out", depth=radius, backend="cpu").compute(scheduler="threads")
     np.testing.assert_array_equal(got, want)
+
+
+def test_map_overlap_bad_depth() -> None:
+    x = da.from_array(np.arange(10, dtype=np.uint32), chunks=4)
+    for bad in (-1, 1.5, {3: 1}):
+        with pytest.raises(DispatchError, match="depth must be"):
+            vyre.dask.map_overlap(_stencil(1), {"x": x}, "out", depth=bad)
 
 
 def test_map_blocks_without_halo_differs_at_borders() -> None:

@@ -225,7 +225,18 @@ def map_overlap(program: Any, inputs: Mapping[str, Any], output: str, *, depth: 
     arrays = _aligned([inputs[n] for n in chunked])
     fn = functools.partial(_run_chunk, to_wire(p), tuple(chunked), (output,), backend, dim, whole)
     dt = p.buffer(output).element.np_dtype
-    return da.map_overlap(fn, *arrays, depth=depth, boundary=boundary, trim=True, dtype=dt,
+    ndim = arrays[0].ndim
+    depths = dict(depth) if isinstance(depth, Mapping) else dict.fromkeys(range(ndim), depth)
+    if any(not isinstance(d, int) or isinstance(d, bool) or d < 0 for d in depths.values()) \
+            or not set(depths) <= set(range(ndim)):
+        raise DispatchError(f"depth must be an int >= 0 or a mapping axis -> int for {ndim}-D arrays, got "
+                            f"{depth!r}. Fix: pass e.g. depth=2 (the stencil's reach)")
+    for axis, d in list(depths.items()):
+        # a halo as deep as the axis is the whole axis: one chunk along it, and nothing to exchange
+        if d and (d >= arrays[0].shape[axis] or len(arrays[0].chunks[axis]) == 1):
+            arrays = [a.rechunk({axis: -1}) for a in arrays]
+            depths[axis] = 0
+    return da.map_overlap(fn, *arrays, depth=depths, boundary=boundary, trim=True, dtype=dt,
                           meta=_meta(arrays[0], dt), align_arrays=True)
 
 
