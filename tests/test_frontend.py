@@ -658,3 +658,24 @@ def test_kernels_made_by_a_factory_bake_their_closure_constants() -> None:
     assert "(x[i] * 2.0f32)" in str(k2.program) and "(x[i] * 3.0f32)" in str(k3.program)
     xs = np.arange(5, dtype=np.float32)
     np.testing.assert_array_equal(k3(xs, np.zeros(5, np.float32), backend="interp")["out"], 3 * xs)  # type: ignore[operator]
+
+
+N_BINS = 4
+
+
+@vyre.kernel(workgroup_size=64)
+def binned(keys: Array[u32], counts: Array[u32, N_BINS], total: Array[f32, 1]):
+    i = vyre.gid()
+    if i < len(keys):
+        vyre.atomic_add(counts, keys[i] % N_BINS, 1)
+        vyre.atomic_add(total, 0, vyre.f32(keys[i]))
+
+
+def test_arrays_with_a_declared_length_are_allocated_when_left_out() -> None:
+    assert binned.program.buffer("counts").count == N_BINS and binned.program.buffer("total").count == 1
+    keys = np.arange(100, dtype=np.uint32)
+    r = binned(keys, backend="interp", grid=(2,))
+    np.testing.assert_array_equal(r["counts"], np.bincount(keys % 4, minlength=4))
+    assert r["total"][0] == keys.sum()
+    x, counts = read("keys", 0, U32), output("counts", 1, U32).with_count(4)
+    assert binned.program.buffers == (x, counts, output("total", 2, F32).with_count(1))

@@ -156,6 +156,11 @@ def k(out: Array[f32]):
 def k(out):  # <-
     pass
 """, "annotate it"),
+    "bad array length": ("""
+@vyre.kernel
+def k(out: Array[f32, 0]):  # <-
+    pass
+""", "write a literal or a module-level int constant"),
     "unknown name": ("""
 @vyre.kernel
 def k(out: Array[f32]):

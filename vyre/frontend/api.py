@@ -76,7 +76,18 @@ def _annotation(src: Source, env: Mapping[str, Any], node: ast.expr | None, what
                 arr = resolve(base)
                 if not isinstance(arr, _ArrayType):
                     raise src.error(n, f"`{ast.unparse(n)}` is not an array type", "write Array[vyre.f32]")
+                if isinstance(idx, ast.Tuple):
+                    if len(idx.elts) != 2:
+                        raise src.error(n, f"`{ast.unparse(n)}`: an array type is Array[T] or Array[T, n]",
+                                        "write Array[vyre.f32] or Array[vyre.f32, 16]")
+                    count = resolve(idx.elts[1])
+                    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                        raise src.error(idx.elts[1], f"an array length must be a positive int, got {count!r}",
+                                        "write a literal or a module-level int constant")
+                    return _ArrayType(resolve(idx.elts[0]), count)
                 return _ArrayType(resolve(idx))
+            case ast.Constant(value=int(v)) if not isinstance(v, bool):
+                return v
             case ast.Constant(value=str(text)):
                 return resolve(ast.parse(text, mode="eval").body)
         raise src.error(n, f"`{ast.unparse(n)}` is not a vyre type", "write Array[vyre.f32] or vyre.f32")
@@ -87,7 +98,7 @@ def _annotation(src: Source, env: Mapping[str, Any], node: ast.expr | None, what
         if el is None:
             raise src.error(node, f"`{ast.unparse(node)}`: arrays need an element type",
                             "write Array[vyre.f32] (or f64, i32, u32, boolean)")
-        return _ArrayType(el)
+        return _ArrayType(el, got.count)
     t = SCALAR_TYPES.get(id(got))
     if t is None:
         raise src.error(node, f"`{ast.unparse(node)}` is not a vyre type",
@@ -165,7 +176,7 @@ class KernelFunction:
         for name, ann in params:
             if isinstance(ann, _ArrayType):
                 assert isinstance(ann.element, DataType)
-                refs.append(BufRef(name, ann.element, "array"))
+                refs.append(BufRef(name, ann.element, "array", ann.count))
             else:
                 assert isinstance(ann, DataType)
                 refs.append(BufRef(name, ann, "scalar"))

@@ -424,9 +424,9 @@ def program_for(state: KernelState, params: list[BufRef], entry: list[Node], wg:
         if p.kind == "scalar":
             decls.append(BufferDecl(p.name, k, BufferAccess.UNIFORM, p.dtype, count=1))
         elif p.name in state.written:
-            decls.append(BufferDecl(p.name, k, BufferAccess.READ_WRITE, p.dtype, is_output=True))
+            decls.append(BufferDecl(p.name, k, BufferAccess.READ_WRITE, p.dtype, p.count, is_output=True))
         else:
-            decls.append(BufferDecl(p.name, k, BufferAccess.READ_ONLY, p.dtype))
+            decls.append(BufferDecl(p.name, k, BufferAccess.READ_ONLY, p.dtype, p.count))
     decls += state.workgroup.values()
     fns = tuple(state.functions[k] for k in sorted(state.functions))
     prog = Program(tuple(decls), wg, tuple(entry), fns)

@@ -8,16 +8,24 @@ from ..errors import FrontendError
 
 
 class _ArrayType:
-    """``Array[T]``: the annotation of a buffer parameter (``T``: vyre.f32, vyre.u32, ...)."""
+    """``Array[T]``: the annotation of a buffer parameter (``T``: vyre.f32, vyre.u32, ...);
+    ``Array[T, n]`` declares its length, so a call or dispatch that leaves a written one out gets
+    it allocated, zero-filled (``total = k(x)["out"]`` for ``out: Array[f32, 1]``)."""
 
-    def __init__(self, element: Any = None) -> None:
+    def __init__(self, element: Any = None, count: int = 0) -> None:
         self.element = element
+        self.count = count
 
-    def __getitem__(self, element: Any) -> _ArrayType:
-        return _ArrayType(element)
+    def __getitem__(self, spec: Any) -> _ArrayType:
+        if isinstance(spec, tuple) and len(spec) == 2:
+            return _ArrayType(spec[0], spec[1])
+        return _ArrayType(spec)
 
     def __repr__(self) -> str:
-        return "Array" if self.element is None else f"Array[{getattr(self.element, '__name__', self.element)}]"
+        if self.element is None:
+            return "Array"
+        name = getattr(self.element, "__name__", self.element)
+        return f"Array[{name}, {self.count}]" if self.count else f"Array[{name}]"
 
 
 Array = _ArrayType()

@@ -54,11 +54,13 @@ class Weak:
 
 @dataclass(frozen=True)
 class BufRef:
-    """A buffer a name refers to: ``kind`` is ``array``, ``scalar`` or ``workgroup``."""
+    """A buffer a name refers to: ``kind`` is ``array``, ``scalar`` or ``workgroup``; ``count``
+    an array's declared length (0: the length of what is bound)."""
 
     name: str
     dtype: DataType
     kind: str
+    count: int = 0
 
 
 Value = Typed | Weak
