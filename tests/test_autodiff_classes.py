@@ -11,7 +11,10 @@ from hypothesis import given, settings
 from tests.autodiff_classes import (
     Case, assert_grad_matches, carried_loops, guarded_singular, initial_reads,
 )
-from vyre.autodiff import grad, hvp, jvp, value_and_grad, vjp
+import vyre
+from vyre.autodiff import (
+    check_grad, grad, hvp, jvp, run_forward, value_and_grad, value_and_grad_fn, vjp,
+)
 from vyre.errors import ValidationError
 from vyre.ir import (
     F32, U32, Program, assign, f32, let, load, loop, output, read, select, sqrt, store, var,
@@ -64,7 +67,12 @@ def test_regression_deep_invalid_program_gives_the_validation_error_everywhere()
              lambda: vjp(prog, ins, {"out": np.ones(1, np.float32)}, ["x"], backend="interp"),
              lambda: value_and_grad(prog, ins, "out", ["x"], backend="interp"),
              lambda: hvp(prog, ins, "out", ["x"], {"x": np.ones(1, np.float32)}, backend="interp"),
-             lambda: jvp(prog, ins, {"x": np.ones(1, np.float32)}, backend="interp")]
+             lambda: jvp(prog, ins, {"x": np.ones(1, np.float32)}, backend="interp"),
+             lambda: value_and_grad_fn(prog, "out", ["x"]),
+             lambda: check_grad(prog, ins, ["x"], backend="interp"),
+             lambda: run_forward(prog, ins, backend="interp"),
+             lambda: vyre.dispatch(prog, ins, backend="interp"),
+             lambda: vyre.dispatch(prog, ins, backend="cpu")]
     for call in calls:
         with pytest.raises(ValidationError, match="V064"):
             call()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 
 from tests.autodiff_classes import SyncCase, directional_check, sync_programs
-from vyre.autodiff import grad, vjp
+from vyre.autodiff import grad, run_forward, vjp
 from vyre.errors import AutodiffError
 from vyre.examples import block_sum, subgroup_sum
 from vyre.ir import (
@@ -70,3 +70,31 @@ def test_workgroup_memory_in_a_loop_not_unrolled_is_refused() -> None:
                                           store("out", gid(), load("tile", 0)), barrier()])]
     with pytest.raises(AutodiffError, match=r"the loop over 'k' stores to workgroup buffer 'tile'.*Fix:"):
         grad(_prog(body, extra=[workgroup("tile", 32, F32)]), ["out"], ["x"])
+
+
+@pytest.mark.parametrize("states", [3, 6, 8])
+def test_subgroup_op_in_a_taped_loop_every_checkpoint_regime(states) -> None:
+    """The reverse sweep, segment replays and recomputation of a uniform dynamic loop all run the
+    subgroup op with every lane together."""
+    from vyre.autodiff.checkpoint import tape_arrays
+    from vyre.driver.dispatch import dispatch
+    from vyre.ir import F64, BinOpKind, assign, f64, sin, subgroup_reduce, uniform
+
+    x, nb, out = read("x", 0, F64), uniform("nb", 1, U32), output("out", 2, F64)
+    i = gid()
+    prog = Program.wrapped([x, nb, out], 32, [
+        let("a", x[i]),
+        loop("k", 0, nb[0], [let("s", subgroup_reduce(BinOpKind.ADD, sin(var("a")))),
+                             assign("a", sin(var("a")) * f64(0.9) + var("s") * f64(0.01))]),
+        store(out, i, var("a"))])
+    rng = np.random.default_rng(1)
+    ins = {"x": rng.uniform(-1, 1, 64), "nb": np.array([7], np.uint32), "out": np.zeros(64)}
+    u, v = rng.standard_normal(64), rng.standard_normal(64)
+    back = grad(prog, ["out"], ["x"])
+    args = {**{k: a.copy() for k, a in ins.items()}, "grad_out": u, "grad_x": np.zeros(64)}
+    args.update(tape_arrays(prog, back, 64, max_states=states))
+    g = np.asarray(dispatch(back, args, backend="interp", grid=(2, 1, 1))["grad_x"])
+    h = 1e-6
+    fd = (np.dot(run_forward(prog, {**ins, "x": ins["x"] + h * v}, backend="interp")["out"], u)
+          - np.dot(run_forward(prog, {**ins, "x": ins["x"] - h * v}, backend="interp")["out"], u)) / (2 * h)
+    assert abs(float(np.dot(g, v)) - fd) <= 1e-6 * max(1.0, abs(fd))

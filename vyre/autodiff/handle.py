@@ -32,7 +32,7 @@ from ..ir.program import Program
 from .checkpoint import tape_arrays
 from .fused import LOSS_PREFIX, loss_program, needs_zero_fill, partial_count
 from .reverse import GRAD_PREFIX, STORED_PREFIX
-from .runners import array_size, forward_grid, forward_lengths, input_kind
+from .runners import array_size, forward_grid, forward_lengths, hashable, input_kind
 
 
 @dataclass(eq=False)
@@ -83,7 +83,7 @@ class ValueAndGrad:
         if not isinstance(program, Program):
             raise AutodiffError(f"expected a vyre Program, got {type(program).__name__}. "
                                 "Fix: build one with Program.wrapped(...)")
-        self.program = program
+        self.program = hashable(program)  # a tree too deep to hash gets its validation error
         self.output = output
         self.wrt = tuple(wrt)
         self.backend = backend

@@ -321,7 +321,7 @@ def _fused_value_and_grad(program: Program, inputs: Mapping[str, Any], output: s
     kind = input_kind(inputs)
     # on device arrays the loss is summed inside the kernel (no second pass over the output); on the
     # host the output is summed in float64 afterwards, which is as fast and more accurate
-    fused, partials = (loss_program(program, output, tuple(wrt), g3[1:] == (1, 1), True) if kind.device
+    fused, partials = (loss_program(hashable(program), output, tuple(wrt), g3[1:] == (1, 1), True) if kind.device
                        else (cached_fused(program, output, tuple(wrt), g3[1:] == (1, 1)), False))
     lengths = forward_lengths(program, inputs)
     args = _arrays_for_forward_buffers(program, inputs, lengths, kind)

@@ -299,6 +299,9 @@ def _kernel_for(program: Program, b: str) -> Kernel:
         k = _by_structure.get((program, b))
     except TypeError:  # an unhashable field (a list where a tuple belongs): validation will say
         k = None
+    except RecursionError:  # a tree too deep to hash is invalid (validation bounds depth): say so
+        program.validate()
+        raise
     if k is not None:
         return k
     key = (program.fingerprint(), b, program.workgroup_size)
