@@ -270,3 +270,24 @@ def test_f32_tapes_are_checked_against_a_promoted_f64_tape() -> None:
     assert [s.bind for s in promoted.steps] == [s.bind for s in tape.steps]
     x = np.linspace(-1.0, 1.2, N).astype(np.float32)
     assert check_grad(tape, {"x": x}, ["x"], backend="interp") < 2e-3
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pipelines())
+def test_tape_hvp_matches_differenced_gradients(case) -> None:
+    tape, inputs, wrt, seed = case
+    rng = np.random.default_rng(seed + 2)
+    out = [b.name for b in tape.buffers if b.is_output][-1]
+    size = np.asarray(run_forward(tape, inputs, backend="interp")[out]).size
+    cot = rng.standard_normal(size)
+    v = {w: rng.standard_normal(N) for w in wrt}
+    hv = hvp(tape, inputs, out, wrt, v, cotangent=cot, backend="interp")
+    eps = 1e-6
+
+    def g(h: float) -> dict[str, np.ndarray]:
+        shifted = {k: x + h * v[k] if k in v else x for k, x in inputs.items()}
+        return vjp(tape, shifted, {out: cot}, wrt, backend="interp")
+
+    gp, gm = g(eps), g(-eps)
+    for w in wrt:
+        np.testing.assert_allclose(hv[w], (gp[w] - gm[w]) / (2 * eps), rtol=1e-4, atol=1e-6)
