@@ -328,42 +328,66 @@ def _check_names(tape: Tape, outputs: Sequence[str], wrt: Sequence[str]) -> None
                                 "buffer some step writes")
 
 
-def _backward(tape: Tape, rec: _Recorded, cotangents: Mapping[str, np.ndarray], wrt: Sequence[str],
-              backend: str | None, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+# Per shared buffer: its gradient (and, for hvp, the gradient's tangent), flattened.
+_Grads = dict[str, list[np.ndarray]]
+_Step = Callable[[int, TapeStep, list[str], list[str], _Grads], dict[str, list[np.ndarray]]]
+
+
+def _sweep(tape: Tape, rec: _Recorded, grads: _Grads, wrt: Sequence[str], step: _Step) -> _Grads:
+    """The reverse sweep shared by vjp and hvp: from the last step to the first, ``step`` maps the
+    gradients of what step ``k`` writes (``outs``) to contributions for what it reads (``ins``);
+    then what the step overwrote stops carrying a gradient, and the contributions are added."""
     floats = _float_names(tape)
-    grads: dict[str, np.ndarray] = {}
-    for name, cot in cotangents.items():
-        arr = np.asarray(cot)
-        size = rec.state[name].size
-        if arr.size != size:
-            raise AutodiffError(f"the cotangent of {name!r} has {arr.size} elements; the buffer has "
-                                f"{size}. Fix: pass one value per element")
-        grads[name] = np.array(arr.reshape(-1), dtype=rec.state[name].dtype, copy=True)
     for k in range(len(tape.steps) - 1, -1, -1):
         st = tape.steps[k]
         earlier = set().union(*(s.writes() for s in tape.steps[:k]))
         written, stored, loaded = _written(st.program), _stored(st.program), _reads_prog(st.program)
-        outs = [p for p, s in st.bind if s in grads and p in written and np.any(grads[s])]
+        outs = [p for p, s in st.bind if s in grads and p in written and any(np.any(g) for g in grads[s])]
         # a buffer the step also writes is included, so grad refuses the in-place update loudly
         ins = [p for p, s in st.bind if s in floats and p in loaded and (s in wrt or s in earlier)]
-        contrib: dict[str, np.ndarray] = {}
-        if outs and ins:
-            cots = {p: grads[st.shared(p)] for p in outs}
-            with _step_errors(k):
-                contrib = _vjp(st.program, rec.before[k], cots, ins, backend=backend, grid=st.grid)
+        contrib = step(k, st, outs, ins, grads) if outs and ins else {}
         for p, s in st.bind:  # what this step overwrote no longer depends on earlier values
             if s in grads and p in stored:
                 mask = rec.overwritten[k].get(s)
                 if mask is None:
                     del grads[s]  # no earlier value of it can carry a gradient
                 else:
-                    grads[s] = np.where(mask, 0, grads[s]).astype(grads[s].dtype)
-        for p, g in contrib.items():
+                    grads[s] = [np.where(mask, 0, g).astype(g.dtype) for g in grads[s]]
+        for p, parts in contrib.items():
             s = st.shared(p)
-            g = np.asarray(g).reshape(-1)
-            grads[s] = grads[s] + g if s in grads else np.array(g, copy=True)
-    zeros = {w: np.zeros(rec.state[w].size, dtype=rec.state[w].dtype) for w in wrt if w not in grads}
-    return {w: (grads[w] if w in grads else zeros[w]).reshape(shapes[w]) for w in wrt}
+            flat = [np.asarray(c).reshape(-1) for c in parts]
+            old = grads.get(s)
+            grads[s] = [np.array(c, copy=True) for c in flat] if old is None else [
+                o + c for o, c in zip(old, flat, strict=True)]
+    return grads
+
+
+def _seed(rec: _Recorded, name: str, value: Any) -> np.ndarray:
+    arr = np.asarray(value)
+    size = rec.state[name].size
+    if arr.size != size:
+        raise AutodiffError(f"the cotangent of {name!r} has {arr.size} elements; the buffer has "
+                            f"{size}. Fix: pass one value per element")
+    return np.array(arr.reshape(-1), dtype=rec.state[name].dtype, copy=True)
+
+
+def _result(rec: _Recorded, grads: _Grads, wrt: Sequence[str], part: int,
+            shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    return {w: (grads[w][part] if w in grads else np.zeros(rec.state[w].size, dtype=rec.state[w].dtype)
+                ).reshape(shapes[w]) for w in wrt}
+
+
+def _backward(tape: Tape, rec: _Recorded, cotangents: Mapping[str, np.ndarray], wrt: Sequence[str],
+              backend: str | None, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    def step(k: int, st: TapeStep, outs: list[str], ins: list[str], grads: _Grads
+             ) -> dict[str, list[np.ndarray]]:
+        cots = {p: grads[st.shared(p)][0] for p in outs}
+        with _step_errors(k):
+            g = _vjp(st.program, rec.before[k], cots, ins, backend=backend, grid=st.grid)
+        return {p: [v] for p, v in g.items()}
+
+    grads = {name: [_seed(rec, name, cot)] for name, cot in cotangents.items()}
+    return _result(rec, _sweep(tape, rec, grads, wrt, step), wrt, 0, shapes)
 
 
 @contextmanager
@@ -475,65 +499,41 @@ def hvp(tape: Tape, inputs: Mapping[str, np.ndarray], output: str, wrt: Sequence
         raise AutodiffError(f"no direction given for {missing}. Fix: pass vectors for every wrt input")
     rec = _record(tape, inputs, wrt, backend)
     dfwd = _tangents_before(tape, inputs, {w: vectors[w] for w in wrt}, backend)
-    floats = _float_names(tape)
     n_out = rec.state[output].size
-    grads = {output: (np.ones(n_out, dtype=rec.state[output].dtype) if cotangent is None
-                      else np.asarray(cotangent, dtype=rec.state[output].dtype).reshape(-1))}
-    dgrads = {output: np.zeros(n_out, dtype=rec.state[output].dtype)}
-    for k in range(len(tape.steps) - 1, -1, -1):
-        st = tape.steps[k]
-        earlier = set().union(*(s.writes() for s in tape.steps[:k]))
-        written, stored, loaded = _written(st.program), _stored(st.program), _reads_prog(st.program)
-        outs = [p for p, s in st.bind if s in grads and p in written
-                and (np.any(grads[s]) or np.any(dgrads[s]))]
-        # a buffer the step also writes is included, so grad refuses the in-place update loudly
-        ins = [p for p, s in st.bind if s in floats and p in loaded and (s in wrt or s in earlier)]
-        contrib: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        if outs and ins:
-            before = rec.before[k]
-            g3 = forward_grid(st.program, before, st.grid)
-            with _step_errors(k):
-                back = cached_grad(st.program, tuple(outs), tuple(ins), g3[1:] == (1, 1))
-            lengths = forward_lengths(st.program, before)
-            args = _arrays_for_forward_buffers(st.program, before, lengths, input_kind(before))
-            for p in outs:
-                args[GRAD_PREFIX + p] = grads[st.shared(p)]
-                if any(b.name == STORED_PREFIX + p for b in back.buffers):
-                    args[STORED_PREFIX + p] = np.zeros(lengths[p], dtype=np.uint32)
-            for p in ins:
-                args[GRAD_PREFIX + p] = np.zeros(lengths[p], dtype=before[p].dtype)
-            # scratch of loops the backward reverses from a tape of carried values
-            args.update(tape_arrays(st.program, back, g3[0] * st.program.workgroup_size[0]))
-            tans = {p: v for p, v in dfwd[k].items()
-                    if st.program.buffer(p).access.readable and p not in written}
-            tans.update({GRAD_PREFIX + p: dgrads[st.shared(p)] for p in outs})
-            tp = jvp_program(back, list(tans), [GRAD_PREFIX + p for p in ins])
-            targs = dict(args)
-            for b in tp.buffers:
-                if b.name.startswith(TANGENT_PREFIX) and b.name not in targs:
-                    base = b.name[len(TANGENT_PREFIX):]
-                    targs[b.name] = (np.array(tans[base], copy=True) if base in tans
-                                     else np.zeros(np.asarray(args[base]).size,
-                                                   dtype=np.asarray(args[base]).dtype))
-            res = run_program(tp, targs, backend=backend, grid=g3)
-            for p in ins:
-                contrib[p] = (np.asarray(res[GRAD_PREFIX + p]).reshape(-1),
-                              np.asarray(res[TANGENT_PREFIX + GRAD_PREFIX + p]).reshape(-1))
-        for p, s in st.bind:
-            if s in grads and p in stored:
-                mask = rec.overwritten[k].get(s)
-                if mask is None:
-                    del grads[s], dgrads[s]
-                else:
-                    grads[s] = np.where(mask, 0, grads[s]).astype(grads[s].dtype)
-                    dgrads[s] = np.where(mask, 0, dgrads[s]).astype(dgrads[s].dtype)
-        for p, (g, dg) in contrib.items():
-            s = st.shared(p)
-            grads[s] = grads[s] + g if s in grads else np.array(g, copy=True)
-            dgrads[s] = dgrads[s] + dg if s in dgrads else np.array(dg, copy=True)
-    shapes = _shapes(inputs, wrt)
-    return {w: (dgrads[w] if w in dgrads else np.zeros(rec.state[w].size, dtype=rec.state[w].dtype)
-                ).reshape(shapes[w]) for w in wrt}
+    seed = _seed(rec, output, np.ones(n_out) if cotangent is None else cotangent)
+
+    def step(k: int, st: TapeStep, outs: list[str], ins: list[str], grads: _Grads
+             ) -> dict[str, list[np.ndarray]]:
+        """The step's backward program and, beside it, its tangent along ``vectors``."""
+        before = rec.before[k]
+        written = _written(st.program)
+        g3 = forward_grid(st.program, before, st.grid)
+        with _step_errors(k):
+            back = cached_grad(st.program, tuple(outs), tuple(ins), g3[1:] == (1, 1))
+        lengths = forward_lengths(st.program, before)
+        args = _arrays_for_forward_buffers(st.program, before, lengths, input_kind(before))
+        for p in outs:
+            args[GRAD_PREFIX + p] = grads[st.shared(p)][0]
+            if any(b.name == STORED_PREFIX + p for b in back.buffers):
+                args[STORED_PREFIX + p] = np.zeros(lengths[p], dtype=np.uint32)
+        for p in ins:
+            args[GRAD_PREFIX + p] = np.zeros(lengths[p], dtype=before[p].dtype)
+        # scratch of loops the backward reverses from a tape of carried values
+        args.update(tape_arrays(st.program, back, g3[0] * st.program.workgroup_size[0]))
+        tans = {p: v for p, v in dfwd[k].items()
+                if st.program.buffer(p).access.readable and p not in written}
+        tans.update({GRAD_PREFIX + p: grads[st.shared(p)][1] for p in outs})
+        tp = jvp_program(back, list(tans), [GRAD_PREFIX + p for p in ins])
+        for b in tp.buffers:  # tangents: the forward's and the cotangents', zero for the rest
+            name = b.name[len(TANGENT_PREFIX):]
+            if b.name.startswith(TANGENT_PREFIX) and b.name not in args:
+                args[b.name] = (np.array(tans[name], copy=True) if name in tans
+                                else np.zeros_like(np.asarray(args[name]).reshape(-1)))
+        res = run_program(tp, args, backend=backend, grid=g3)
+        return {p: [res[GRAD_PREFIX + p], res[TANGENT_PREFIX + GRAD_PREFIX + p]] for p in ins}
+
+    grads = {output: [seed, np.zeros(n_out, dtype=seed.dtype)]}
+    return _result(rec, _sweep(tape, rec, grads, wrt, step), wrt, 1, _shapes(inputs, wrt))
 
 
 class TapeValueAndGrad:
