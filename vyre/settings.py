@@ -235,6 +235,27 @@ def quiet_openmp(environ: MutableMapping[str, str] | None = None) -> bool:
     return True
 
 
+CUDASIM_ENV = "NUMBA_ENABLE_CUDASIM"
+
+
+def cuda_simulator(environ: Mapping[str, str] | None = None) -> bool:
+    """``NUMBA_ENABLE_CUDASIM`` is set (numba reads it once, when numba.cuda is first imported)."""
+    env = os.environ if environ is None else environ
+    return env.get(CUDASIM_ENV, "0") not in ("", "0")
+
+
+# os.environ's own dict (bytes keys on POSIX): a membership test there costs no encoding, which
+# matters on the cached dispatch path (vyre.dispatch asks on every call).
+_RAW_ENV: object = getattr(os.environ, "_data", os.environ)
+_RAW_BACKEND_KEY: object = (BACKEND_ENV.encode() if _RAW_ENV is not os.environ and os.name == "posix"
+                            else BACKEND_ENV)
+
+
+def backend_forced() -> bool:
+    """Is ``VYRE_BACKEND`` set? (The cheapest question about the environment: no parsing.)"""
+    return _RAW_BACKEND_KEY in _RAW_ENV  # type: ignore[operator]
+
+
 def cache_root(settings: Settings | None = None) -> Path:
     """Root directory of vyre's disk caches, from ``settings`` or the current environment."""
     return (settings if settings is not None else read_settings()).cache_root()

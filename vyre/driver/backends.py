@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import functools
-import os
 
 from ..errors import DispatchError
+from ..settings import cuda_simulator
 
 BACKENDS = ("cuda", "cpu", "interp", "cudasim")
 
 
 def simulator_enabled() -> bool:
     # numba reads this once, when numba.cuda is first imported; we read it the same way.
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+    return cuda_simulator()
 
 
 @functools.cache
@@ -38,16 +38,14 @@ def default_backend() -> str:
 
 
 def check_backend(name: str) -> str:
-    if name not in BACKENDS:
+    """``name`` if it names a backend usable here, else a DispatchError saying why (the backend
+    object's own reason, vyre/driver/backend.py)."""
+    if not isinstance(name, str) or name not in BACKENDS:
         raise DispatchError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)}. "
                             "Fix: pass backend='cpu' (or set VYRE_BACKEND) to one of those")
-    if name == "cudasim" and not simulator_enabled():
-        raise DispatchError(
-            "backend 'cudasim' needs numba's CUDA simulator, which is chosen when numba.cuda is first "
-            "imported. Fix: start the process with NUMBA_ENABLE_CUDASIM=1"
-        )
-    if name == "cuda" and not cuda_available():
-        why = "NUMBA_ENABLE_CUDASIM=1 is set" if simulator_enabled() else "no usable CUDA GPU was found"
-        raise DispatchError(f"backend 'cuda' is unavailable: {why}. Fix: use backend='cpu', or run on a "
-                            "machine with an NVIDIA GPU and numba-cuda installed (pip install 'vyre[cuda]')")
+    from .backend import backend  # imports this module
+
+    why = backend(name).unavailable()
+    if why is not None:
+        raise DispatchError(why)
     return name

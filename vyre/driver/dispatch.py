@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -13,18 +12,15 @@ from typing import Any
 import numpy as np
 
 from ..codegen.emit import CODEGEN_VERSION
-from ..codegen.interleave import INTERLEAVE, INTERLEAVE_MIN_INVOCATIONS
 from ..errors import DispatchError
 from ..ir import BufferDecl, Program
 from . import cache
+from .backend import Backend
+from .backend import backend as backend_impl
 from .backends import check_backend, default_backend
 from .bind import BindPlan, check_mapping, check_names
-from .coverage import check_id_lengths
-from .geometry import Grid, check_ids_fit, default_grid, flat_invocations, grid3, is_int, launch_grid
-from .launch_policy import choose_launch
-from .native_cpu import args_fit
-from .work import work_per_invocation
-from ..settings import read_settings
+from .geometry import Grid, default_grid, grid3, is_int, launch_grid
+from ..settings import backend_forced
 
 SERIAL, PARALLEL = "vyre_kernel", "vyre_kernel_parallel"
 # CPU dispatches run on the thread pool when they have this many invocations, or fewer
@@ -33,10 +29,6 @@ SERIAL, PARALLEL = "vyre_kernel", "vyre_kernel_parallel"
 # that of an elementwise body (about 4 statements) over 2^15 invocations.
 PARALLEL_MIN_INVOCATIONS = 1 << 15
 PARALLEL_MIN_WORK = 1 << 17
-# os.environ's own dict (bytes keys on POSIX): a membership test there costs no encoding, which
-# matters on the cached dispatch path.
-_ENV: Any = getattr(os.environ, "_data", os.environ)
-_ENV_BACKEND_KEY: Any = b"VYRE_BACKEND" if _ENV is not os.environ and os.name == "posix" else "VYRE_BACKEND"
 
 
 def _versions(backend: str) -> tuple[str, ...]:
@@ -86,11 +78,6 @@ class Launch:
                                 "Fix: pick a candidate from vyre.tuning.tuner")
 
 
-@functools.cache
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 @functools.lru_cache(maxsize=512)
 def _launch(wg: int, ipt: int) -> Launch:
     """A default launch, built (and checked) once per shape: the dispatch path asks every call."""
@@ -132,17 +119,12 @@ class Kernel:
     def default_launch(self, invocations: int, work: float = 0.0) -> Launch:
         """The launch used without a policy's choice; ``work``: statements per invocation, when
         known (CPU: few invocations doing much work are split across the cores)."""
-        if self.backend == "cpu":
-            if invocations < PARALLEL_MIN_INVOCATIONS and invocations * work >= PARALLEL_MIN_WORK:
-                # few heavy invocations (rows of a softmax): four chunks per core
-                return _launch(max(1, min(1024, -(-invocations // (4 * _cores())))), 1)
-            # a few chunks per core: small enough to balance, big enough to amortise the scheduler
-            return _launch(1024, max(1, min(4096, invocations // (64 * 1024))))
-        if invocations >= INTERLEAVE_MIN_INVOCATIONS:
-            # enough to fill the GPU with INTERLEAVE invocations per thread, which a flat kernel
-            # runs interleaved (vyre.codegen.interleave): more loads in flight per thread
-            return _launch(256, INTERLEAVE)
-        return _launch(self.program.workgroup_size[0], 1)
+        return self.impl.default_launch(self, invocations, work)
+
+    @property
+    def impl(self) -> Backend:
+        """This kernel's backend object (vyre/driver/backend.py)."""
+        return backend_impl(self.backend)
 
     def grid_for(self, lengths: Mapping[str, int]) -> tuple[int, int, int]:
         """The default grid for buffers of these lengths (covers the largest output)."""
@@ -179,48 +161,7 @@ class Kernel:
         inputs = self.binder.with_scalars(inputs)  # numbers for scalar parameters
         if dim is not None:
             grid = launch_grid(self.program, grid, dim)
-        if self.backend in ("cuda", "cudasim"):
-            from .cuda_launch import launch_cuda
-
-            return launch_cuda(self, inputs, grid, return_device, device, strict, tune)
-        if device is not None:
-            raise DispatchError(f"device={device!r} names a GPU, but this kernel runs on {self.backend!r}. "
-                                "Fix: drop device=, or dispatch with backend='cuda'")
-        arrays = self.binder.bind(inputs)
-        lengths = {k: v.size for k, v in arrays.items()}
-        g = grid3(grid) if grid is not None else self.grid_for(lengths)
-        check_ids_fit(self.program, g)
-        check_id_lengths(self.program, lengths, strict)
-        if self.backend == "interp":
-            from ..interp import run
-
-            run(self.program, arrays, grid=g)
-        elif self.flat:
-            n = flat_invocations(self.program, g)
-            if tune:
-                self.launch = choose_launch(self, arrays, n)
-            work = work_per_invocation(self.program, arrays) if n < PARALLEL_MIN_INVOCATIONS else 0.0
-            la = self.launch or self.default_launch(n, work)
-            chunk = la.wg * la.ipt
-            fn = self._cpu_entry(n, n > chunk, work)
-            if self._module is not None and not args_fit(arrays.values()):
-                fn = getattr(self._module(), SERIAL if fn is self._fn else PARALLEL)
-            for _ in range(g[1] * g[2]):  # y and z rows of a flat program repeat the x-row
-                fn(*(arrays[b.name] for b in self.storage), n, chunk)
-        else:
-            total = g[0] * g[1] * g[2] * self.program.workgroup_invocations
-            work = work_per_invocation(self.program, arrays) if total < PARALLEL_MIN_INVOCATIONS else 0.0
-            fn = self._cpu_entry(total, g != (1, 1, 1), work)
-            if self._module is not None and not args_fit(arrays.values()):
-                fn = getattr(self._module(), SERIAL if fn is self._fn else PARALLEL)
-            fn(*(arrays[b.name] for b in self.storage), *g)
-        return {b.name: _shaped(inputs.get(b.name), arrays[b.name]) for b in self.writable}
-
-
-def _shaped(given: Any, flat: np.ndarray) -> Any:
-    """A written buffer as returned: the caller's own array (numpy, or a DLPack object such as a
-    PyTorch CPU tensor, written in place through its view), else the allocated one."""
-    return flat if given is None else given
+        return self.impl.run(self, inputs, grid, return_device, device, strict, tune)
 
 
 def compile(program: Program, backend: str | None = None, *, parallel: bool = True,
@@ -234,49 +175,15 @@ def compile(program: Program, backend: str | None = None, *, parallel: bool = Tr
     b = check_backend(backend) if backend is not None else default_backend()
     program.validate()
     t0 = time.perf_counter()
+    impl = backend_impl(b)
     if b == "interp":
         return Kernel(program, b, None, program.fingerprint().hex(), True, 0.0)
     opts = f"parallel={parallel}" if b == "cpu" else ""
-    parts: list[str | bytes] = [program.fingerprint(), b, opts, *_versions(b)]
-    if b == "cuda":
-        from .cuda_launch import compute_capability
-
-        parts.append(f"cc={compute_capability()}")
+    parts: list[str | bytes] = [program.fingerprint(), b, opts, *_versions(b), *impl.target_parts()]
     key = cache.kernel_key(*parts)
-    if b == "cpu":
-        from . import cpu_compile
-
-        built = cpu_compile.build(program, key, parts, parallel=parallel, disk_cache=disk_cache)
-        k = Kernel(program, b, built.source, key, built.hit, time.perf_counter() - t0, built.serial, built.flat)
-        k._fn_parallel = built.parallel
-        if built.source is None:  # machine code: source and numba's module only when asked for
-            k._emit = lambda: cpu_compile.emit(program, parallel=parallel, disk_cache=disk_cache)
-            k._module = built.module
-        return k
-    from ..codegen.cuda import emit_cuda
-
-    def emit() -> str:
-        return emit_cuda(program, cache=disk_cache and b == "cuda", simulator=b == "cudasim")
-
-    bkey = None
-    if b == "cuda" and disk_cache and read_settings().binary_cache:
-        from . import cuda_binary
-
-        # the cubin: numba's compile at the first launch skipped (vyre/driver/cuda_binary.py)
-        bkey = cache.kernel_key(*parts, "order=" + ",".join(x.name for x in program.buffers),
-                                f"nvvm={dist_version('nvidia-nvvm', 'nvidia')}",
-                                f"cuda-binary={cuda_binary.CUDA_BINARY_VERSION}")
-        found = cuda_binary.load(bkey)
-        if found is not None:
-            k = Kernel(program, b, None, key, True, time.perf_counter() - t0, found[0], found[1])
-            k._emit = emit
-            return k
-    source = emit()
-    mod, hit = cache.load_module(b, key, source, use_disk=disk_cache and b != "cudasim")
-    fn = mod.vyre_kernel
-    k = Kernel(program, b, source, key, hit, time.perf_counter() - t0, fn, bool(mod.VYRE_FLAT))
-    if bkey is not None:
-        k._save_binary = functools.partial(cuda_binary.save, fn, bkey, k.flat)
+    built = impl.build(program, key, parts, parallel=parallel, disk_cache=disk_cache)
+    k = Kernel(program, b, built.source, key, built.hit, time.perf_counter() - t0, built.fn, built.flat)
+    k._fn_parallel, k._emit, k._module, k._save_binary = built.parallel, built.emit, built.module, built.save_binary
     return k
 
 
@@ -336,7 +243,7 @@ def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None
 
     A repeated dispatch of the same Program object over the same device arrays reuses the
     checks and the packed launch of the previous call (about the cost of cuLaunchKernel)."""
-    if workgroup_size is None and (backend is not None or _ENV_BACKEND_KEY not in _ENV):
+    if workgroup_size is None and (backend is not None or not backend_forced()):
         hit = _by_identity.get((id(program), backend))
         if hit is not None and hit[0] is program:
             check_mapping(inputs)  # the cached path checks what the first call did

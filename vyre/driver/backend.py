@@ -1,0 +1,296 @@
+"""Backends as objects: one :class:`Backend` per target, so the driver asks instead of branching on
+names.
+
+A backend says whether it is usable (:meth:`Backend.unavailable`), what besides the program and the
+toolchain versions its kernel key needs (:meth:`Backend.target_parts`: the compute capability on
+CUDA), how a validated program becomes something to call (:meth:`Backend.build`: lower, load, with
+the binary cache), the launch a flat kernel gets without the tuner's choice
+(:meth:`Backend.default_launch`), how a kernel runs one call (:meth:`Backend.run`) and which timer
+measures it (:attr:`Backend.timer`). ``vyre.driver.dispatch`` keeps ``Kernel.backend`` as the name
+and finds the object with :func:`backend`.
+
+Launch candidates and the timers themselves belong to the tuner (``vyre.tuning``, above the
+driver); :attr:`Backend.timer` names which of its timers fits (``"wall"`` or ``"cuda-events"``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ..errors import DispatchError
+from ..ir import Program
+from ..settings import read_settings
+from . import cache
+from .backends import cuda_available, simulator_enabled
+
+if TYPE_CHECKING:
+    from .dispatch import Kernel, Launch
+    from .geometry import Grid
+
+__all__ = ["Backend", "Built", "backend"]
+
+
+@dataclass
+class Built:
+    """A loaded kernel, as :meth:`Backend.build` returns it (``dispatch.compile`` wraps it in a
+    ``Kernel``)."""
+
+    fn: Any  # the launcher: numba's dispatcher, cached machine code, a CubinKernel; None (interpreter)
+    flat: bool
+    hit: bool
+    source: str | None  # None: generated on demand through ``emit``
+    parallel: Any = None  # the CPU's parallel entry point
+    emit: Callable[[], str] | None = None
+    module: Callable[[], Any] | None = None  # numba's module, made on demand (CPU machine code)
+    save_binary: Callable[[], Any] | None = None  # keeps the cubin after the first launch (CUDA)
+
+
+class Backend(Protocol):
+    name: str
+    #: which tuner timer measures this backend's launches
+    timer: Literal["wall", "cuda-events"]
+
+    def unavailable(self) -> str | None:
+        """Why this backend cannot run here (None: it can)."""
+
+    def target_parts(self) -> list[str]:
+        """Kernel key parts besides program, options and toolchain versions."""
+
+    def build(self, program: Program, key: str, parts: list[str | bytes], *, parallel: bool,
+              disk_cache: bool) -> Built:
+        """Lower ``program`` (validated) and load it, through the kernel caches."""
+
+    def default_launch(self, kernel: Kernel, invocations: int, work: float) -> Launch:
+        """A flat kernel's launch when no policy chose one."""
+
+    def run(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, return_device: bool | None,
+            device: int | None, strict: bool, tune: bool) -> dict[str, Any]:
+        """Run one call of ``kernel`` (inputs already carry the scalar parameters)."""
+
+
+# -- host backends ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _no_device(kernel: Kernel, device: int | None) -> None:
+    if device is not None:
+        raise DispatchError(f"device={device!r} names a GPU, but this kernel runs on {kernel.backend!r}. "
+                            "Fix: drop device=, or dispatch with backend='cuda'")
+
+
+class _Host:
+    timer: Literal["wall", "cuda-events"] = "wall"
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def target_parts(self) -> list[str]:
+        return []
+
+    def bind(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
+             strict: bool) -> tuple[dict[str, Any], tuple[int, int, int]]:
+        from .coverage import check_id_lengths
+        from .geometry import check_ids_fit, grid3
+
+        arrays = kernel.binder.bind(inputs)
+        lengths = {k: v.size for k, v in arrays.items()}
+        g = grid3(grid) if grid is not None else kernel.grid_for(lengths)
+        check_ids_fit(kernel.program, g)
+        check_id_lengths(kernel.program, lengths, strict)
+        return arrays, g
+
+    @staticmethod
+    def results(kernel: Kernel, inputs: Mapping[str, Any], arrays: Mapping[str, Any]) -> dict[str, Any]:
+        # the caller's own array (numpy, or a DLPack object such as a PyTorch CPU tensor, written in
+        # place through its view), else the allocated one
+        return {b.name: (arrays[b.name] if inputs.get(b.name) is None else inputs[b.name])
+                for b in kernel.writable}
+
+
+class CpuBackend(_Host):
+    """numba on the CPU, through the binary cache (vyre/driver/cpu_compile.py)."""
+
+    name = "cpu"
+
+    def build(self, program: Program, key: str, parts: list[str | bytes], *, parallel: bool,
+              disk_cache: bool) -> Built:
+        from . import cpu_compile
+
+        b = cpu_compile.build(program, key, parts, parallel=parallel, disk_cache=disk_cache)
+        if b.source is not None:
+            return Built(b.serial, b.flat, b.hit, b.source, b.parallel)
+        return Built(b.serial, b.flat, b.hit, None, b.parallel,
+                     lambda: cpu_compile.emit(program, parallel=parallel, disk_cache=disk_cache), b.module)
+
+    def default_launch(self, kernel: Kernel, invocations: int, work: float) -> Launch:
+        from .dispatch import PARALLEL_MIN_INVOCATIONS, PARALLEL_MIN_WORK, _launch
+
+        if invocations < PARALLEL_MIN_INVOCATIONS and invocations * work >= PARALLEL_MIN_WORK:
+            # few heavy invocations (rows of a softmax): four chunks per core
+            return _launch(max(1, min(1024, -(-invocations // (4 * _cores())))), 1)
+        # a few chunks per core: small enough to balance, big enough to amortise the scheduler
+        return _launch(1024, max(1, min(4096, invocations // (64 * 1024))))
+
+    def run(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, return_device: bool | None,
+            device: int | None, strict: bool, tune: bool) -> dict[str, Any]:
+        from .dispatch import PARALLEL, PARALLEL_MIN_INVOCATIONS, SERIAL
+        from .geometry import flat_invocations
+        from .launch_policy import choose_launch
+        from .native_cpu import args_fit
+        from .work import work_per_invocation
+
+        _no_device(kernel, device)
+        arrays, g = self.bind(kernel, inputs, grid, strict)
+        program = kernel.program
+        if kernel.flat:
+            n = flat_invocations(program, g)
+            if tune:
+                kernel.launch = choose_launch(kernel, arrays, n)
+            work = work_per_invocation(program, arrays) if n < PARALLEL_MIN_INVOCATIONS else 0.0
+            la = kernel.launch or kernel.default_launch(n, work)
+            chunk = la.wg * la.ipt
+            fn = kernel._cpu_entry(n, n > chunk, work)
+            scalars: tuple[int, ...] = (n, chunk)
+            rows = g[1] * g[2]  # y and z rows of a flat program repeat the x-row
+        else:
+            total = g[0] * g[1] * g[2] * program.workgroup_invocations
+            work = work_per_invocation(program, arrays) if total < PARALLEL_MIN_INVOCATIONS else 0.0
+            fn = kernel._cpu_entry(total, g != (1, 1, 1), work)
+            scalars, rows = g, 1
+        if kernel._module is not None and not args_fit(arrays.values()):
+            fn = getattr(kernel._module(), SERIAL if fn is kernel._fn else PARALLEL)
+        for _ in range(rows):
+            fn(*(arrays[b.name] for b in kernel.storage), *scalars)
+        return self.results(kernel, inputs, arrays)
+
+
+class InterpBackend(_Host):
+    """The reference interpreter: nothing to compile."""
+
+    name = "interp"
+
+    def build(self, program: Program, key: str, parts: list[str | bytes], *, parallel: bool,
+              disk_cache: bool) -> Built:
+        return Built(None, False, True, None)
+
+    def default_launch(self, kernel: Kernel, invocations: int, work: float) -> Launch:
+        from .dispatch import _launch
+
+        return _launch(kernel.program.workgroup_size[0], 1)
+
+    def run(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, return_device: bool | None,
+            device: int | None, strict: bool, tune: bool) -> dict[str, Any]:
+        from ..interp import run
+
+        _no_device(kernel, device)
+        arrays, g = self.bind(kernel, inputs, grid, strict)
+        run(kernel.program, arrays, grid=g)
+        return self.results(kernel, inputs, arrays)
+
+
+# -- CUDA -------------------------------------------------------------------------------------------
+
+
+class CudaBackend:
+    """numba.cuda on a real GPU, with cubins kept in the binary cache (vyre/driver/cuda_binary.py)."""
+
+    name = "cuda"
+    timer: Literal["wall", "cuda-events"] = "cuda-events"
+    simulator = False
+
+    def unavailable(self) -> str | None:
+        if cuda_available():
+            return None
+        why = "NUMBA_ENABLE_CUDASIM=1 is set" if simulator_enabled() else "no usable CUDA GPU was found"
+        return (f"backend 'cuda' is unavailable: {why}. Fix: use backend='cpu', or run on a machine with an "
+                "NVIDIA GPU and numba-cuda installed (pip install 'vyre[cuda]')")
+
+    def target_parts(self) -> list[str]:
+        from .cuda_launch import compute_capability
+
+        return [f"cc={compute_capability()}"]
+
+    def build(self, program: Program, key: str, parts: list[str | bytes], *, parallel: bool,
+              disk_cache: bool) -> Built:
+        from ..codegen.cuda import emit_cuda
+
+        sim = self.simulator
+
+        def emit() -> str:
+            return emit_cuda(program, cache=disk_cache and not sim, simulator=sim)
+
+        bkey = None
+        if not sim and disk_cache and read_settings().binary_cache:
+            from . import cuda_binary
+            from .dispatch import dist_version
+
+            # the cubin: numba's compile at the first launch skipped (vyre/driver/cuda_binary.py)
+            bkey = cache.kernel_key(*parts, "order=" + ",".join(x.name for x in program.buffers),
+                                    f"nvvm={dist_version('nvidia-nvvm', 'nvidia')}",
+                                    f"cuda-binary={cuda_binary.CUDA_BINARY_VERSION}")
+            found = cuda_binary.load(bkey)
+            if found is not None:
+                return Built(found[0], found[1], True, None, emit=emit)
+        source = emit()
+        mod, hit = cache.load_module(self.name, key, source, use_disk=disk_cache and not sim)
+        fn = mod.vyre_kernel
+        flat = bool(mod.VYRE_FLAT)
+        save = None
+        if bkey is not None:
+            from . import cuda_binary
+
+            save = functools.partial(cuda_binary.save, fn, bkey, flat)
+        return Built(fn, flat, hit, source, save_binary=save)
+
+    def default_launch(self, kernel: Kernel, invocations: int, work: float) -> Launch:
+        from ..codegen.interleave import INTERLEAVE, INTERLEAVE_MIN_INVOCATIONS
+        from .dispatch import _launch
+
+        if invocations >= INTERLEAVE_MIN_INVOCATIONS:
+            # enough to fill the GPU with INTERLEAVE invocations per thread, which a flat kernel
+            # runs interleaved (vyre.codegen.interleave): more loads in flight per thread
+            return _launch(256, INTERLEAVE)
+        return _launch(kernel.program.workgroup_size[0], 1)
+
+    def run(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, return_device: bool | None,
+            device: int | None, strict: bool, tune: bool) -> dict[str, Any]:
+        from .cuda_launch import launch_cuda
+
+        return launch_cuda(kernel, inputs, grid, return_device, device, strict, tune)
+
+
+class CudaSimBackend(CudaBackend):
+    """numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``): CUDA kernels run on the host."""
+
+    name = "cudasim"
+    timer: Literal["wall", "cuda-events"] = "wall"
+    simulator = True
+
+    def unavailable(self) -> str | None:
+        if simulator_enabled():
+            return None
+        return ("backend 'cudasim' needs numba's CUDA simulator, which is chosen when numba.cuda is first "
+                "imported. Fix: start the process with NUMBA_ENABLE_CUDASIM=1")
+
+    def target_parts(self) -> list[str]:
+        return []
+
+
+_BACKENDS: dict[str, Backend] = {b.name: b for b in (CudaBackend(), CpuBackend(), InterpBackend(), CudaSimBackend())}
+
+
+def backend(name: str) -> Backend:
+    """The backend object of a (checked) backend name."""
+    try:
+        return _BACKENDS[name]
+    except KeyError:
+        raise DispatchError(f"unknown backend {name!r}; expected one of {', '.join(_BACKENDS)}. "
+                            "Fix: pass backend='cpu' (or set VYRE_BACKEND) to one of those") from None
