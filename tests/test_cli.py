@@ -46,11 +46,11 @@ def test_tune_prints_a_table_saves_the_decision_and_reports_progress(
         env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["tune", "saxpy", "--n", N, "--backend", "cpu", "--repeats", "2"]) == 0
     cap = capsys.readouterr()
-    # 8192 invocations: chunks of 1024, 2048 and 4096, and the serial entry
-    assert "saxpy on cpu" in cap.out and "mode on, 4 measurements" in cap.out
-    assert cap.out.count("us") >= 4 and "<- decision" in cap.out and "(sweep), saved to" in cap.out
+    # 8192 invocations: chunks of 64, 256, 1024, 2048 and 4096, and the serial entry
+    assert "saxpy on cpu" in cap.out and "mode on, 6 measurements" in cap.out
+    assert cap.out.count("us") >= 6 and "<- decision" in cap.out and "(sweep), saved to" in cap.out
     # not a terminal: one plain progress line per measurement
-    assert [line.split("]")[0] for line in cap.err.splitlines()] == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    assert [line.split("]")[0] for line in cap.err.splitlines()] == [f"[{i}/6" for i in range(1, 7)]
     outcome = autotune.recent_outcomes()[-1]
     assert tuner_entries(env) == {outcome.key: [outcome.launch.wg, outcome.launch.ipt, 1]}
     assert cli.main(["info"]) == 0

@@ -106,3 +106,56 @@ def test_quiet_openmp_sets_passive_unless_set() -> None:
     assert quiet_openmp(env) and env == {"OMP_WAIT_POLICY": "passive"}
     mine = {"OMP_WAIT_POLICY": "active"}
     assert not quiet_openmp(mine) and mine == {"OMP_WAIT_POLICY": "active"}
+
+
+def test_the_tuner_measures_few_heavy_invocations_and_leaves_light_ones_to_the_default(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vyre.tuning import autotune
+    from vyre.tuning.autotune import CPU_SERIAL, DecisionSource
+
+    monkeypatch.setenv("VYRE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("VYRE_AUTOTUNER", "on")
+    monkeypatch.setenv("VYRE_TUNE_BUDGET", "inf")
+    autotune.reset()
+    previous = set_launch_policy(autotune.launch_for)  # what vyre.tuning.install() registers
+    try:
+        prog = rows_program()
+        rows, cols = 1000, 512  # 1000 invocations (< 2^15), each 518 statements: worth measuring
+        x = np.random.default_rng(1).random(rows * cols).astype(np.float32)
+        out = vyre.dispatch(prog, {"x": x, "out": np.zeros(rows, np.float32), "cols": np.array([cols], np.uint32)},
+                            backend="cpu")["out"]
+        np.testing.assert_allclose(out, x.reshape(rows, cols).sum(axis=1), rtol=1e-4)
+        (o,) = autotune.recent_outcomes()
+        assert o.source is DecisionSource.SWEEP
+        assert [c.wg * c.ipt for c in o.candidates] == [64, 256, CPU_SERIAL.wg * CPU_SERIAL.ipt]
+        # a light problem of the same size is not measured; the kernel's own default runs it
+        light = fused_chain()
+        a = np.ones(rows, np.float32)
+        vyre.dispatch(light, {"x": a, "y": a, "out": np.zeros(rows, np.float32)}, backend="cpu")
+        assert autotune.recent_outcomes()[-1].source is DecisionSource.DEFAULT
+        k = vdispatch._kernels[(light.fingerprint(), "cpu", light.workgroup_size)]
+        assert k.launch is None
+    finally:
+        set_launch_policy(previous)
+        autotune.reset()
+
+
+def test_with_the_tuner_off_few_heavy_rows_still_run_parallel(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vyre.tuning import autotune
+
+    monkeypatch.setenv("VYRE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("VYRE_AUTOTUNER", "off")
+    autotune.reset()
+    autotune_installed = set_launch_policy(autotune.launch_for)
+    try:
+        prog = rows_program()
+        k = vyre.compile(prog, "cpu")
+        used = entries(monkeypatch, k)
+        rows, cols = 1000, 512  # 1000 rows: a single chunk of 1024 would have been serial
+        x = np.ones(rows * cols, np.float32)
+        # what vyre.dispatch does: the call asks the launch policy (here the tuner, mode off)
+        k({"x": x, "out": np.zeros(rows, np.float32), "cols": np.array([cols], np.uint32)}, tune=True)
+        assert k.launch is None and used == ["parallel"]
+    finally:
+        set_launch_policy(autotune_installed)
+        autotune.reset()

@@ -47,8 +47,9 @@ from ..errors import DispatchError, TunerError, VyreError
 from ..ir import DataType, Program
 from ..settings import Mode, read_settings
 from ..driver.bind import bind_host_arrays, storage_buffers
-from ..driver.dispatch import Grid, Kernel, Launch
+from ..driver.dispatch import PARALLEL_MIN_WORK, Grid, Kernel, Launch
 from ..driver.geometry import flat_invocations, grid3
+from ..driver.work import work_per_invocation
 from .timers import (
     BackendTimer, Budget, BudgetedTimer, BudgetExhausted, CudaEventTimer, PerfCounterTimer, SafeTimer,
 )
@@ -58,7 +59,7 @@ from .tuner import (
 )
 
 __all__ = [
-    "CPU_IPT", "CPU_SERIAL", "CPU_UNIT", "CUDA_IPT", "CUDA_LAUNCHES_PER_SAMPLE", "CUDA_WORKGROUPS",
+    "CPU_IPT", "CPU_SERIAL", "CPU_SMALL_CHUNKS", "CPU_UNIT", "CUDA_IPT", "CUDA_LAUNCHES_PER_SAMPLE", "CUDA_WORKGROUPS",
     "MIN_TUNE_INVOCATIONS", "AutotuneWarning", "DecisionSource", "Harness", "TuneOutcome",
     "adapter_fingerprint", "candidates", "check_tunable", "decode_decision", "encode_decision",
     "invocations_for", "ir_apply", "ir_inv_sqrt", "launch_for", "program_key", "recent_outcomes",
@@ -70,6 +71,9 @@ CUDA_IPT: tuple[int, ...] = (1, 2, 4, 8, 16)
 #: The CPU's unit of work: a parallel chunk is ``CPU_UNIT * ipt`` invocations.
 CPU_UNIT = 1024
 CPU_IPT: tuple[int, ...] = tuple(2**k for k in range(10))
+#: Chunks finer than CPU_UNIT, offered below MIN_TUNE_INVOCATIONS (only heavy invocations are
+#: tuned there: rows of a softmax).
+CPU_SMALL_CHUNKS: tuple[int, ...] = (64, 256)
 #: One chunk of 2^22 invocations: for problems up to that size, the serial entry.
 CPU_SERIAL = Launch(CPU_UNIT, 4096)
 #: The dispatch hook measures nothing below this many invocations.
@@ -182,6 +186,8 @@ def candidates(backend: str, invocations: int) -> list[Launch]:
         # parallel chunks smaller than the problem, and one chunk covering it all: the serial
         # entry (CPU_SERIAL), which wins when the pool's wake-up costs more than it saves
         split = [Launch(CPU_UNIT, i) for i in CPU_IPT if CPU_UNIT * i < invocations]
+        if invocations < MIN_TUNE_INVOCATIONS:  # few heavy invocations (tuned for their work): finer chunks
+            split = [Launch(c, 1) for c in CPU_SMALL_CHUNKS if c < invocations] + split
         return [*split, CPU_SERIAL] if invocations <= CPU_SERIAL.wg * CPU_SERIAL.ipt else split
     else:
         adapter_fingerprint(backend)  # raises the error that names the backends
@@ -652,6 +658,7 @@ def _log_decision(kernel: Kernel, out: TuneOutcome) -> None:
 
 
 _MISS = Launch(1)  # sentinel: never returned
+_NO_DECISION = (DecisionSource.DEFAULT, DecisionSource.OVER_BUDGET, DecisionSource.FAILED)
 
 
 def launch_for(kernel: Kernel, arrays: Mapping[str, Any], invocations: int) -> Launch | None:
@@ -661,8 +668,8 @@ def launch_for(kernel: Kernel, arrays: Mapping[str, Any], invocations: int) -> L
     Repeated calls cost a dict lookup keyed by the kernel's identity and the size class of the
     invocation count, and return the same :class:`Launch` object. The first call of a (kernel,
     size class) consults the tuner (see the module docs); dispatches made while tuning, and
-    problems below :data:`MIN_TUNE_INVOCATIONS`, are never measured; nothing here changes
-    results."""
+    problems below :data:`MIN_TUNE_INVOCATIONS` (unless, on the CPU, their estimated work reaches
+    the driver's ``PARALLEL_MIN_WORK``), are never measured; nothing here changes results."""
     memo = _memo.get(id(kernel))
     if memo is None or memo[0] is not kernel:
         memo = (kernel, {})
@@ -675,10 +682,15 @@ def launch_for(kernel: Kernel, arrays: Mapping[str, Any], invocations: int) -> L
     grid = (-(-invocations // kernel.program.workgroup_size[0]), 1, 1)
     with _lock:
         mode = read_settings().autotuner
-        if invocations < MIN_TUNE_INVOCATIONS:
-            mode = Mode.OFF_USE_DEFAULT
+        if invocations < MIN_TUNE_INVOCATIONS and not (
+                kernel.backend == "cpu"
+                and invocations * work_per_invocation(kernel.program, arrays) >= PARALLEL_MIN_WORK):
+            mode = Mode.OFF_USE_DEFAULT  # small and light: launch overhead dominates any choice
         try:
-            launch = tune(kernel, arrays, grid, mode=mode).launch
+            outcome = tune(kernel, arrays, grid, mode=mode)
+            # without a measured or cached decision the kernel's own default applies (on the CPU
+            # it knows the call's work: few heavy invocations are split across the cores)
+            launch = None if outcome.source in _NO_DECISION else outcome.launch
         except TunerError as e:  # the tuner's own trouble (cache, adapter) never stops a dispatch
             warnings.warn(f"autotuning skipped ({e}); using the default launch", AutotuneWarning, stacklevel=3)
             launch = None
