@@ -291,3 +291,19 @@ def test_tape_hvp_matches_differenced_gradients(case) -> None:
     gp, gm = g(eps), g(-eps)
     for w in wrt:
         np.testing.assert_allclose(hv[w], (gp[w] - gm[w]) / (2 * eps), rtol=1e-4, atol=1e-6)
+
+
+def test_runners_take_a_list_of_steps() -> None:
+    from vyre.autodiff import value_and_grad_fn
+
+    tape, inputs = _mlp()
+    steps = [(s.program, dict(s.bind)) for s in tape.steps]
+    want = value_and_grad(tape, inputs, "loss", ["x", "w"], backend="interp")
+    for seq in (steps, tuple(steps), [*steps[:1], (steps[1][0], steps[1][1], None), steps[2]]):
+        got = value_and_grad(seq, inputs, "loss", ["x", "w"], backend="interp")
+        assert got[0] == want[0]
+        np.testing.assert_array_equal(got[1]["w"], want[1]["w"])
+    assert value_and_grad_fn(steps, "loss", "w", backend="interp")(inputs)[0] == want[0]
+    assert check_grad(steps, inputs, ["x", "w"], backend="interp") < 1e-6
+    with pytest.raises(AutodiffError, match=r"step 0 of the sequence .* expected a mapping"):
+        vjp([(steps[0][0], ["out"])], inputs, {"h": np.ones(N)}, ["x"], backend="interp")

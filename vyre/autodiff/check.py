@@ -26,7 +26,7 @@ from ..ir.types import DataType
 from ..driver.geometry import launch_grid
 from .checks import as_names, as_program, scalar_inputs
 from .runners import Grid, run_forward, vjp
-from .tape import Tape
+from .tape import Tape, as_tape
 
 _F32, _F64 = DataType.F32, DataType.F64
 
@@ -101,6 +101,7 @@ def check_grad(program: Program | Tape, inputs: Mapping[str, Any], wrt: str | Se
     branch boundaries), where finite differences are meaningless. ``wrt`` and ``outputs`` are a
     name or a list of names; ``program`` may be a ``@vyre.kernel`` function."""
     wrt = as_names(wrt, "wrt")
+    program = as_tape(program) or program  # a Tape, or a list of steps
     if isinstance(program, Tape):
         if dim is not None:
             raise AutodiffError("dim= was passed for a Tape; each step runs with the grid it was "

@@ -168,9 +168,9 @@ def value_and_grad_fn(program: Program | Tape, output: str | Sequence[str], wrt:
     or a :class:`~vyre.autodiff.tape.Tape` (its steps run forward, then their backward programs)."""
     from .checks import as_names, as_program
     from .runners import _one
-    from .tape import Tape, TapeValueAndGrad
+    from .tape import TapeValueAndGrad, as_tape
 
-    if isinstance(program, Tape):
-        return TapeValueAndGrad(program, _one(output), as_names(wrt, "wrt"), backend=backend, grid=grid)
+    if (tape := as_tape(program)) is not None:  # a Tape, or a list of steps
+        return TapeValueAndGrad(tape, _one(output), as_names(wrt, "wrt"), backend=backend, grid=grid)
 
     return ValueAndGrad(as_program(program), _one(output), as_names(wrt, "wrt"), backend=backend, grid=grid)

@@ -130,10 +130,11 @@ def _arrays_for_forward_buffers(program: Program, inputs: Mapping[str, Any],
 
 
 def _tape(program: object) -> Tape | None:
-    """``program`` if it is a :class:`~vyre.autodiff.tape.Tape` (every runner takes one)."""
-    from .tape import Tape
+    """``program`` as a :class:`~vyre.autodiff.tape.Tape` when it is one, or a list of steps
+    (every runner takes either), else None."""
+    from .tape import as_tape
 
-    return program if isinstance(program, Tape) else None
+    return as_tape(program)
 
 
 def vjp(program: Program | Tape, inputs: Mapping[str, Any], cotangents: Mapping[str, Any],

@@ -174,6 +174,27 @@ class Tape:
         return f"Tape({len(self._steps)} steps, buffers {[b.name for b in self.buffers]})"
 
 
+def as_tape(obj: object) -> Tape | None:
+    """``obj`` if it is a Tape; a Tape of a list (or tuple) of steps, each a program (or
+    ``@vyre.kernel`` function) or a ``(program, buffers)`` or ``(program, buffers, grid)`` tuple;
+    else None (a single program)."""
+    if isinstance(obj, Tape):
+        return obj
+    if not isinstance(obj, list | tuple):
+        return None
+    tape = Tape()
+    for k, item in enumerate(obj):
+        if isinstance(item, tuple) and 1 <= len(item) <= 3 and not isinstance(item[0], tuple):
+            prog, buffers, grid = (*item, None, None)[:3]
+        else:
+            prog, buffers, grid = item, None, None
+        if buffers is not None and not isinstance(buffers, Mapping):
+            raise AutodiffError(f"step {k} of the sequence binds its buffers with {buffers!r}; "
+                                "expected a mapping. Fix: write (program, {'out': 'h'})")
+        tape.record(prog, buffers, grid=grid)
+    return tape
+
+
 # ---- running ---------------------------------------------------------------------------------
 
 def _no_grid(grid: Grid | None, dim: Grid | None = None) -> None:
@@ -550,4 +571,4 @@ class TapeValueAndGrad:
         return value_and_grad(self.tape, inputs, self.output, self.wrt, backend=self.backend)
 
 
-__all__ = ["MARK_PREFIX", "Tape", "TapeStep", "TapeValueAndGrad"]
+__all__ = ["MARK_PREFIX", "Tape", "TapeStep", "TapeValueAndGrad", "as_tape"]
