@@ -154,6 +154,11 @@ def test_the_custom_adjoint_is_what_grad_uses() -> None:
     u = np.array([0.5, 2.0, -3.0, 1.0, 7.0, 0.0])
     g = vjp(prog, _inputs(2), {"out": u}, ["x"], backend="interp")
     np.testing.assert_array_equal(g["x"], np.minimum(u, 1.0))
+    # forward mode differentiates the body (docs/autodiff.md): d(x^3) = 3x^2 dx
+    from vyre.autodiff import jvp
+    x = _inputs(2)["x"]
+    _, t = jvp(prog, _inputs(2), {"x": np.ones(N)}, backend="interp")
+    np.testing.assert_allclose(t["out"], 3 * x * x, rtol=1e-14)
 
 
 def test_a_stable_adjoint_where_the_body_derivative_overflows() -> None:
