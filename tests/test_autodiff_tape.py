@@ -307,3 +307,13 @@ def test_runners_take_a_list_of_steps() -> None:
     assert check_grad(steps, inputs, ["x", "w"], backend="interp") < 1e-6
     with pytest.raises(AutodiffError, match=r"step 0 of the sequence .* expected a mapping"):
         vjp([(steps[0][0], ["out"])], inputs, {"h": np.ones(N)}, ["x"], backend="interp")
+
+
+def test_a_write_only_buffer_carrying_a_tangent_is_refused_in_forward_mode() -> None:
+    from vyre.ir import BufferAccess, BufferDecl
+    x = read("x", 0, F64).with_count(N)
+    wo = BufferDecl("out", 1, BufferAccess.WRITE_ONLY, F64, N, is_output=True)
+    half = Program.wrapped([x, wo], 4, [if_(gid().lt(N // 2), [store(wo, gid(), x[gid()])])])
+    tape = Tape().record(STEPS["tanh"](), {"out": "h"}).record(half, {"out": "h"})
+    with pytest.raises(AutodiffError, match=r"tape step 1 writes 'out', which is write-only.*Fix:"):
+        jvp(tape, {"x": np.ones(N)}, {"x": np.ones(N)}, backend="interp")

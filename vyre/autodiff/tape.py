@@ -446,9 +446,15 @@ def _forward_tangents(tape: Tape, state: dict[str, np.ndarray], tangents: Mappin
     floats = _float_names(tape)
     tan: dict[str, np.ndarray] = {k: np.array(np.asarray(v).reshape(-1), dtype=state[k].dtype, copy=True)
                                   for k, v in tangents.items()}
-    for st in tape.steps:
+    for k, st in enumerate(tape.steps):
         if before_step is not None:
             before_step(st, tan)
+        blind = [p for p, s in st.bind if s in tan and np.any(tan[s]) and p in _written(st.program)
+                 and not st.program.buffer(p).access.readable]
+        if blind:  # its tangent program could not start from the tangent the buffer carries
+            raise AutodiffError(f"tape step {k} writes {blind[0]!r}, which is write-only, while it "
+                                "carries a tangent from earlier; the elements the step leaves "
+                                "alone would lose it. Fix: declare the buffer read_write")
         live = [p for p, s in st.bind if s in tan and st.program.buffer(p).access.readable]
         if not live:  # no tangent reaches this step: it only computes values
             _dispatch(st, st.program, state, {}, backend)
