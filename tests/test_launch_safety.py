@@ -223,3 +223,18 @@ def test_dispatch_works_with_no_launch_policy() -> None:
         set_launch_policy(previous)
     with pytest.raises(DispatchError, match="callable"):
         set_launch_policy(3)  # type: ignore[arg-type]
+
+
+def test_value_and_grad_fn_forwards_dim() -> None:
+    from vyre.autodiff import value_and_grad_fn
+
+    p = fused_chain()
+    n = 300
+    x = np.linspace(-1, 1, n).astype(np.float32)
+    args = {"x": x, "y": x, "out": np.zeros(n, np.float32)}
+    loss, g = value_and_grad_fn(p, "out", ["x"], backend="cpu", dim=n)(dict(args))
+    loss2, g2 = value_and_grad_fn(p, "out", ["x"], backend="cpu", grid=-(-n // 256))(dict(args))
+    assert loss == loss2
+    np.testing.assert_array_equal(g["x"], g2["x"])
+    with pytest.raises(DispatchError, match="only one"):
+        value_and_grad_fn(p, "out", ["x"], backend="cpu", dim=n, grid=2)

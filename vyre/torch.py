@@ -31,7 +31,7 @@ from torch import Tensor
 
 from .autodiff.runners import vjp
 from .driver.dispatch import dispatch
-from .driver.geometry import Grid, grid3
+from .driver.geometry import Grid, grid3, launch_grid
 from .errors import VyreError
 from .ir.program import Program
 
@@ -159,10 +159,16 @@ def _register(spec: _Spec) -> Callable[..., Any]:
 
 
 def function(program: Program, inputs: Sequence[str], outputs: Sequence[str], *, backend: str | None = None,
-             grid: Grid | None = None) -> Callable[..., Any]:
+             grid: Grid | None = None, dim: Grid | None = None) -> Callable[..., Any]:
     """``program`` as a differentiable PyTorch function of ``inputs`` returning ``outputs`` (module
     docs): one output gives a tensor, several a tuple. ``backend`` (default: the tensors' device)
-    and ``grid`` (default: the forward's) are passed to :func:`vyre.dispatch`."""
+    and ``grid`` (workgroups) or ``dim`` (invocations; default: the forward's) are passed to
+    :func:`vyre.dispatch`."""
+    if dim is not None:
+        if not isinstance(program, Program):
+            raise TorchFunctionError(f"expected a vyre Program, got {type(program).__name__}. "
+                                     "Fix: build one with Program.wrapped(...)")
+        grid = launch_grid(program, grid, dim)
     spec = _Spec(program, inputs, outputs, backend, grid)
     op = _register(spec)
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..driver.arrays import ArrayKind, DeviceFill, copy_device_bytes, current_stream, device_pointer
 from ..driver.fast_launch import CAPTURE
-from ..driver.geometry import Grid, grid3
+from ..driver.geometry import Grid, grid3, launch_grid
 from ..errors import AutodiffError, DispatchError
 from ..ir.program import Program
 from .checkpoint import tape_arrays
@@ -162,7 +162,8 @@ class ValueAndGrad:
                       scalar_src)
 
 def value_and_grad_fn(program: Program | Tape, output: str | Sequence[str], wrt: str | Sequence[str], *,
-                      backend: str | None = None, grid: Grid | None = None) -> ValueAndGrad | TapeValueAndGrad:
+                      backend: str | None = None, grid: Grid | None = None,
+                      dim: Grid | None = None) -> ValueAndGrad | TapeValueAndGrad:
     """A reusable ``inputs -> (sum(output), {w: d sum(output) / dw})`` callable (module docs), in the
     spirit of ``jax.value_and_grad(f)``. ``wrt`` is a name or a list; ``program`` may be a kernel,
     or a :class:`~vyre.autodiff.tape.Tape` (its steps run forward, then their backward programs)."""
@@ -171,6 +172,9 @@ def value_and_grad_fn(program: Program | Tape, output: str | Sequence[str], wrt:
     from .tape import TapeValueAndGrad, as_tape
 
     if (tape := as_tape(program)) is not None:  # a Tape, or a list of steps
+        if dim is not None:
+            grid = dim  # refused either way: a tape's steps keep the grids they were recorded with
         return TapeValueAndGrad(tape, _one(output), as_names(wrt, "wrt"), backend=backend, grid=grid)
-
-    return ValueAndGrad(as_program(program), _one(output), as_names(wrt, "wrt"), backend=backend, grid=grid)
+    prog = as_program(program)
+    return ValueAndGrad(prog, _one(output), as_names(wrt, "wrt"), backend=backend,
+                        grid=launch_grid(prog, grid, dim))
