@@ -388,6 +388,129 @@ def matvec_autodiff():
 
 
 @section
+def ops():
+    """vyre.ops: reductions, row-wise ops and matvec against CuPy / PyTorch (f32, same card, same run)"""
+    import cupy as cp
+    import torch
+    import torch.nn.functional as F
+
+    import vyre
+    import vyre.ops as vo
+    from vyre.autodiff import grad
+    from vyre.examples import matvec as matvec_example
+
+    rows = []
+    res: dict[str, dict[str, float]] = {}
+
+    def row(name, t_v, t_r, ref, err):
+        rows.append(f"| {name} | {t_v * 1e3:.4f} | {t_r * 1e3:.4f} ({ref}) | {t_r / t_v:.2f}x | {err:.1e} |")
+        res[name] = {"vyre_ms": t_v * 1e3, "ref_ms": t_r * 1e3, "speed": t_r / t_v, "rel_err": err}
+
+    def rel(a, b):
+        a, b = cp.asarray(a, dtype=cp.float64), cp.asarray(b, dtype=cp.float64)
+        return float(cp.max(cp.abs(a - b))) / max(float(cp.max(cp.abs(b))), 1e-30)
+
+    n = 1 << 26
+    x = cp.random.standard_normal(n, dtype=cp.float32)
+    y = cp.random.standard_normal(n, dtype=cp.float32)
+    x64 = x.astype(cp.float64)
+    row("sum 2^26", cuda_time(lambda: vo.sum(x)), cuda_time(lambda: cp.sum(x)), "cupy.sum",
+        rel(vo.sum(x), cp.sum(x64)))
+    row("dot 2^26", cuda_time(lambda: vo.dot(x, y)), cuda_time(lambda: cp.dot(x, y)), "cupy.dot",
+        rel(vo.dot(x, y), cp.dot(x64, y.astype(cp.float64))))
+    row("max 2^26", cuda_time(lambda: vo.max(x)), cuda_time(lambda: cp.max(x)), "cupy.max", rel(vo.max(x), cp.max(x)))
+    row("norm 2^26", cuda_time(lambda: vo.norm(x)), cuda_time(lambda: cp.linalg.norm(x)), "cupy.linalg.norm",
+        rel(vo.norm(x), cp.linalg.norm(x64)))
+    row("argmax 2^26", cuda_time(lambda: vo.argmax(x)), cuda_time(lambda: cp.argmax(x)), "cupy.argmax",
+        float(int(vo.argmax(x)) != int(cp.argmax(x))))
+    del x64, y
+
+    r = c = 4096
+    tx = torch.randn(r, c, device="cuda")
+    tg = torch.randn(r, c, device="cuda")
+    tgr = torch.randn(r, device="cuda")
+    row("softmax 4096x4096", cuda_time(lambda: vo.softmax(tx)), cuda_time(lambda: torch.softmax(tx, -1)),
+        "torch.softmax", rel(cp.asarray(vo.softmax(tx)), cp.asarray(torch.softmax(tx, -1))))
+    row("logsumexp 4096x4096", cuda_time(lambda: vo.logsumexp(tx)), cuda_time(lambda: torch.logsumexp(tx, -1)),
+        "torch.logsumexp", rel(cp.asarray(vo.logsumexp(tx)), cp.asarray(torch.logsumexp(tx, -1))))
+    row("layer_norm 4096x4096", cuda_time(lambda: vo.layer_norm(tx)),
+        cuda_time(lambda: F.layer_norm(tx, (c,))), "F.layer_norm",
+        rel(cp.asarray(vo.layer_norm(tx)), cp.asarray(F.layer_norm(tx, (c,)))))
+    row("row_sum 4096x4096", cuda_time(lambda: vo.row_sum(tx)), cuda_time(lambda: tx.sum(-1)), "torch.sum(-1)",
+        rel(cp.asarray(vo.row_sum(tx)), cp.asarray(tx.double().sum(-1))))
+    row("row_max 4096x4096", cuda_time(lambda: vo.row_max(tx)), cuda_time(lambda: tx.amax(-1)), "torch.amax(-1)",
+        rel(cp.asarray(vo.row_max(tx)), cp.asarray(tx.amax(-1))))
+
+    # value and gradient: vyre's forward + gradient program against PyTorch's forward + backward
+    def vg_softmax():
+        return vo.softmax_grad(vo.softmax(tx), tg)
+
+    txr = tx.clone().requires_grad_(True)
+
+    def tvg(fn, cot):
+        txr.grad = None
+        fn(txr).backward(cot)
+        return txr.grad
+
+    row("softmax value+grad", cuda_time(vg_softmax), cuda_time(lambda: tvg(lambda a: torch.softmax(a, -1), tg)),
+        "torch fwd+bwd", rel(cp.asarray(vg_softmax()), cp.asarray(tvg(lambda a: torch.softmax(a, -1), tg))))
+
+    def vg_lse():
+        return vo.logsumexp_grad(tx, vo.logsumexp(tx), tgr)
+
+    row("logsumexp value+grad", cuda_time(vg_lse), cuda_time(lambda: tvg(lambda a: torch.logsumexp(a, -1), tgr)),
+        "torch fwd+bwd", rel(cp.asarray(vg_lse()), cp.asarray(tvg(lambda a: torch.logsumexp(a, -1), tgr))))
+
+    def vg_ln():
+        _, mu, rs = vo.layer_norm(tx, return_stats=True)
+        return vo.layer_norm_grad(tx, tg, mu, rs)
+
+    row("layer_norm value+grad", cuda_time(vg_ln), cuda_time(lambda: tvg(lambda a: F.layer_norm(a, (c,)), tg)),
+        "torch fwd+bwd", rel(cp.asarray(vg_ln()), cp.asarray(tvg(lambda a: F.layer_norm(a, (c,)), tg))))
+
+    m = cp.random.standard_normal((r, c), dtype=cp.float32)
+    v = cp.random.standard_normal(c, dtype=cp.float32)
+    row("matvec 4096x4096", cuda_time(lambda: vo.matvec(m, v)), cuda_time(lambda: m @ v), "cuBLAS (cupy)",
+        rel(vo.matvec(m, v), m.astype(cp.float64) @ v.astype(cp.float64)))
+    g = cp.ones(r, cp.float32)
+
+    def vg_mv():
+        vo.matvec(m, v)
+        return vo.matvec_grad(m, v, g)
+
+    tm = torch.as_tensor(m, device="cuda").clone().requires_grad_(True)
+    tv = torch.as_tensor(v, device="cuda").clone().requires_grad_(True)
+
+    def tvg_mv():
+        tm.grad = None
+        tv.grad = None
+        (tm @ tv).sum().backward()
+
+    t_ref = cuda_time(tvg_mv, reps=10)
+    row("matvec value+grad", cuda_time(vg_mv, reps=10), t_ref, "torch fwd+bwd (cuBLAS)",
+        rel(vg_mv()[1], m.astype(cp.float64).sum(axis=0)))
+    # before: the examples.matvec program (one invocation per row) through vyre.autodiff
+    fwd = matvec_example()
+    bwd = grad(fwd, ["out"], ["m", "v"])
+    mf, out = m.reshape(-1), cp.empty(r, cp.float32)
+    gm, gv = cp.zeros_like(mf), cp.zeros_like(v)
+
+    def vg_old():
+        vyre.dispatch(fwd, {"m": mf, "v": v, "out": out}, backend="cuda")
+        gm.fill(0)
+        gv.fill(0)
+        vyre.dispatch(bwd, {"m": mf, "v": v, "out": out, "grad_out": g, "grad_m": gm, "grad_v": gv},
+                      backend="cuda")
+
+    vg_old()
+    row("matvec value+grad, before: examples.matvec via autodiff", cuda_time(vg_old, reps=10), t_ref,
+        "torch fwd+bwd (cuBLAS)", rel(gv, m.astype(cp.float64).sum(axis=0)))
+    print("| op | vyre (ms) | reference (ms) | speed vs reference | rel. error |\n|---|---|---|---|---|")
+    print("\n".join(rows))
+    RESULTS["ops"] = res
+
+
+@section
 def histogram():
     """Histogram of 2^26 u32 keys: grouped counts (a constant add) vs adding a loaded 1, and CuPy"""
     import cupy as cp
@@ -756,8 +879,8 @@ if __name__ == "__main__":
     dev = cuda.get_current_device()
     print(f"# vyre GPU benchmarks\n\ndevice: {dev.name}, cc {dev.compute_capability}; numba {numba.__version__}; "
           f"numpy {np.__version__}; date {time.strftime('%Y-%m-%d')}")
-    wanted = sys.argv[1:] or ["bandwidth", "overhead", "compile_times", "autodiff", "matvec_autodiff", "histogram",
-                              "device_runners", "train", "parity"]
+    wanted = sys.argv[1:] or ["bandwidth", "overhead", "compile_times", "autodiff", "matvec_autodiff", "ops",
+                              "histogram", "device_runners", "train", "parity"]
     for name in wanted:
         globals()[name]()
     out = os.environ.get("OUT")

@@ -1,0 +1,75 @@
+"""CPU benchmark of vyre.ops against numpy (the bar: numpy's pairwise sum). Prints a markdown table;
+every number is measured in this run. Run on an otherwise idle machine:
+
+    python bench/ops_bench.py [--quick]
+
+Timings are the best of several runs (warm kernels: compile time is excluded), after one call that
+compiles and one that the autotuner may use."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+import vyre.ops as vo
+
+
+def best(fn, reps: int = 7) -> float:
+    fn()
+    fn()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return min(ts)
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    rng = np.random.default_rng(0)
+    n = 1 << (22 if quick else 24)
+    rows = []
+
+    def row(name: str, t_v: float, t_n: float, ref: str) -> None:
+        rows.append(f"| {name} | {t_v * 1e3:.3f} | {t_n * 1e3:.3f} ({ref}) | {t_n / t_v:.2f}x |")
+
+    for dt in (np.float32, np.float64):
+        x = rng.standard_normal(n).astype(dt)
+        y = rng.standard_normal(n).astype(dt)
+        k = np.dtype(dt).name
+        row(f"sum {k} 2^{n.bit_length() - 1}", best(lambda: vo.sum(x, backend="cpu")), best(lambda: np.sum(x)),
+            "np.sum")
+        row(f"dot {k}", best(lambda: vo.dot(x, y, backend="cpu")), best(lambda: np.dot(x, y)), "np.dot (BLAS)")
+        row(f"max {k}", best(lambda: vo.max(x, backend="cpu")), best(lambda: np.max(x)), "np.max")
+        row(f"norm {k}", best(lambda: vo.norm(x, backend="cpu")), best(lambda: np.linalg.norm(x)), "np.linalg.norm")
+        row(f"argmax {k}", best(lambda: vo.argmax(x, backend="cpu")), best(lambda: np.argmax(x)), "np.argmax")
+    r = c = 1024 if quick else 2048
+    xm = rng.standard_normal((r, c)).astype(np.float32)
+    v = rng.standard_normal(c).astype(np.float32)
+
+    def np_softmax(a: np.ndarray) -> np.ndarray:
+        e = np.exp(a - a.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def np_ln(a: np.ndarray) -> np.ndarray:
+        mu = a.mean(-1, keepdims=True)
+        return (a - mu) / np.sqrt(a.var(-1, keepdims=True) + 1e-5)
+
+    row(f"row_sum {r}x{c} f32", best(lambda: vo.row_sum(xm, backend="cpu")), best(lambda: xm.sum(-1)), "sum(-1)")
+    row(f"softmax {r}x{c} f32", best(lambda: vo.softmax(xm, backend="cpu")), best(lambda: np_softmax(xm)), "numpy")
+    row(f"logsumexp {r}x{c} f32", best(lambda: vo.logsumexp(xm, backend="cpu")),
+        best(lambda: np.log(np.exp(xm - xm.max(-1, keepdims=True)).sum(-1)) + xm.max(-1)), "numpy")
+    row(f"layer_norm {r}x{c} f32", best(lambda: vo.layer_norm(xm, backend="cpu")), best(lambda: np_ln(xm)), "numpy")
+    row(f"matvec {r}x{c} f32", best(lambda: vo.matvec(xm, v, backend="cpu")), best(lambda: xm @ v), "BLAS")
+    print(f"# vyre.ops CPU benchmark\n\n{os.cpu_count()} cores; numpy {np.__version__}; "
+          f"date {time.strftime('%Y-%m-%d %H:%M')}\n")
+    print("| op | vyre (ms) | numpy (ms) | speed vs numpy |\n|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

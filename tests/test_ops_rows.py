@@ -1,0 +1,179 @@
+"""vyre.ops row-wise ops and matvec on the interpreter and the CPU (both program forms) against
+numpy in float64: Hypothesis over shapes and values, including NaN and inf rows; the gradient
+programs against the analytic formulas and float64 central differences."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import vyre.ops as vo
+from tests.ops_cases import floats_array
+from vyre.ops import linalg as L
+from vyre.ops import rowwise as W
+
+FORMS = [("cpu", None), ("interp", None), ("interp", True)]
+SHAPES = st.tuples(st.integers(0, 5), st.one_of(st.sampled_from([0, 1, 7, 31, 32, 33, 255, 257, 1025]),
+                                                   st.integers(0, 600)))
+
+
+def _ref_softmax(x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        m = np.max(x, -1, keepdims=True) if x.shape[1] else np.zeros((x.shape[0], 1))
+        e = np.exp(x - m)
+        return e / e.sum(-1, keepdims=True)
+
+
+def _ref_lse(x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        m = np.max(x, -1) if x.shape[1] else np.full(x.shape[0], -np.inf)
+        ms = np.where(np.isfinite(m), m, 0.0)
+        return ms + np.log(np.exp(x - ms[:, None]).sum(-1))
+
+
+@st.composite
+def matrices(draw: st.DrawFn, special: bool = True) -> np.ndarray:
+    r, c = draw(SHAPES)
+    dt = draw(st.sampled_from([np.float32, np.float64]))
+    return floats_array(draw, r * c, dt, special and draw(st.booleans())).reshape(r, c)
+
+
+def _close(got: np.ndarray, want: np.ndarray, dt: np.dtype, scale: float = 1.0) -> None:
+    tol = (2e-5 if dt == np.float32 else 1e-12) * scale
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("backend, gpu_form", FORMS)
+@settings(max_examples=10)
+@given(x=matrices())
+def test_row_reductions(backend: str, gpu_form: bool | None, x: np.ndarray) -> None:
+    xd = x.astype(np.float64)
+    got_sum = W._row_reduce("sum", x, backend, gpu_form)
+    assert got_sum.dtype == x.dtype and got_sum.shape == (x.shape[0],)
+    with np.errstate(all="ignore"):
+        _close(got_sum, xd.sum(-1), x.dtype, 1 + np.abs(np.nan_to_num(xd)).sum(-1).max(initial=0))
+        want_max = np.max(xd, -1) if x.shape[1] else np.full(x.shape[0], -np.inf)
+    np.testing.assert_array_equal(W._row_reduce("max", x, backend, gpu_form), want_max)
+    _close(W._row_reduce("lse", x, backend, gpu_form), _ref_lse(xd), x.dtype, 4)
+
+
+@pytest.mark.parametrize("backend, gpu_form", FORMS)
+@settings(max_examples=10)
+@given(x=matrices())
+def test_softmax_and_layer_norm(backend: str, gpu_form: bool | None, x: np.ndarray) -> None:
+    xd = x.astype(np.float64)
+    y, lse = vo.softmax(x, backend=backend, return_lse=True, _gpu_form=gpu_form)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    _close(y, _ref_softmax(xd), x.dtype, 4)
+    lse_want = _ref_lse(xd)
+    lse_want[~np.isfinite(np.max(xd, -1, initial=-np.inf))] = np.nan  # softmax shifts by the max itself
+    _close(lse, lse_want, x.dtype, 4)
+    ln, mu, rs = vo.layer_norm(x, backend=backend, return_stats=True, _gpu_form=gpu_form)
+    assert ln.shape == x.shape
+    if x.shape[1] and np.all(np.isfinite(x)):
+        ref = (xd - xd.mean(-1, keepdims=True)) / np.sqrt(xd.var(-1, keepdims=True) + 1e-5)
+        _close(ln, ref, x.dtype, 50)
+    elif x.shape[1]:
+        bad = ~np.all(np.isfinite(x), axis=-1)
+        assert np.all(np.isnan(ln[bad]))  # a row with NaN or inf normalises to NaN
+
+
+@pytest.mark.parametrize("backend, gpu_form", FORMS)
+@settings(max_examples=8)
+@given(x=matrices(special=False), data=st.data())
+def test_gradient_programs_match_the_formulas(backend: str, gpu_form: bool | None, x: np.ndarray,
+                                              data: st.DataObject) -> None:
+    r, c = x.shape
+    g = floats_array(data.draw, r * c, x.dtype.type, False).reshape(r, c)
+    gr = floats_array(data.draw, r, x.dtype.type, False)
+    xd, gd = x.astype(np.float64), g.astype(np.float64)
+    y = vo.softmax(x, backend=backend, _gpu_form=gpu_form)
+    yd = y.astype(np.float64)
+    _close(vo.softmax_grad(y, g, backend=backend, _gpu_form=gpu_form),
+           yd * (gd - (gd * yd).sum(-1, keepdims=True)), x.dtype, 8 * (1 + c))
+    lse = vo.logsumexp(x, backend=backend)
+    _close(vo.logsumexp_grad(x, lse, gr, backend=backend, _gpu_form=gpu_form),
+           gr[:, None] * _ref_softmax(xd), x.dtype, 8)
+    _, mu, rs = vo.layer_norm(x, backend=backend, return_stats=True)
+    xh = (xd - mu[:, None].astype(np.float64)) * rs[:, None]
+    want = rs[:, None] * (gd - gd.mean(-1, keepdims=True) - xh * (gd * xh).mean(-1, keepdims=True))
+    _close(vo.layer_norm_grad(x, g, mu, rs, backend=backend, _gpu_form=gpu_form), want, x.dtype,
+           50 * (1 + float(np.max(np.abs(rs), initial=0))))
+
+
+def _fd_check(f, x: np.ndarray, g: np.ndarray, dx: np.ndarray, rtol: float = 1e-6) -> None:
+    """<g, f(x + h v) - f(x - h v)> / 2h against <dx, v> along random directions (float64)."""
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        v = rng.standard_normal(x.shape)
+        h = 1e-6 * max(1.0, float(np.abs(x).max(initial=0)))
+        fd = (np.sum(g * f(x + h * v)) - np.sum(g * f(x - h * v))) / (2 * h)
+        ad = float(np.sum(dx * v))
+        assert abs(fd - ad) <= rtol * max(abs(fd), abs(ad), 1e-8) + 1e-9, (fd, ad)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interp"])
+def test_gradients_against_central_differences(backend: str) -> None:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 70))
+    g = rng.standard_normal((3, 70))
+    gr = rng.standard_normal(3)
+    y = vo.softmax(x, backend=backend)
+    _fd_check(lambda a: vo.softmax(a, backend=backend), x, g, vo.softmax_grad(y, g, backend=backend))
+    lse = vo.logsumexp(x, backend=backend)
+    _fd_check(lambda a: vo.logsumexp(a, backend=backend), x, gr, vo.logsumexp_grad(x, lse, gr, backend=backend))
+    _, mu, rs = vo.layer_norm(x, backend=backend, return_stats=True)
+    _fd_check(lambda a: vo.layer_norm(a, backend=backend), x, g, vo.layer_norm_grad(x, g, mu, rs, backend=backend),
+              1e-5)
+    m, v = rng.standard_normal((5, 70)), rng.standard_normal(70)
+    gm, gv = vo.matvec_grad(m, v, gr[:1].repeat(5), backend=backend)
+    _fd_check(lambda a: vo.matvec(a, v, backend=backend), m, gr[:1].repeat(5), gm)
+    _fd_check(lambda a: vo.matvec(m, a, backend=backend), v, gr[:1].repeat(5), gv)
+
+
+def test_special_rows_follow_the_documented_rules() -> None:
+    x = np.array([[1.0, math.inf, 2.0], [-math.inf, -math.inf, -math.inf], [1.0, math.nan, 0.0],
+                  [3.0, -math.inf, 1.0]], np.float32)
+    y = vo.softmax(x, backend="cpu")
+    assert np.all(np.isnan(y[:3]))  # a +inf, only -inf, a NaN: NaN throughout (as PyTorch)
+    assert y[3, 1] == 0 and abs(y[3].sum() - 1) < 1e-6
+    lse = vo.logsumexp(x, backend="cpu")
+    assert lse[0] == math.inf and lse[1] == -math.inf and math.isnan(lse[2]) and math.isfinite(lse[3])
+    mx = vo.row_max(x, backend="cpu")
+    assert mx[0] == math.inf and mx[1] == -math.inf and math.isnan(mx[2])
+    assert np.all(vo.row_sum(np.zeros((2, 0), np.float32), backend="cpu") == 0)
+    assert vo.softmax(np.zeros((0, 4)), backend="cpu").shape == (0, 4)
+
+
+@pytest.mark.parametrize("backend, gpu_form", FORMS)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_matvec(backend: str, gpu_form: bool | None, data: st.DataObject) -> None:
+    r, c = data.draw(st.tuples(st.integers(0, 20), st.integers(0, 300)))
+    dt = data.draw(st.sampled_from([np.float32, np.float64]))
+    sp = data.draw(st.booleans())
+    m = floats_array(data.draw, r * c, dt, sp).reshape(r, c)
+    v = floats_array(data.draw, c, dt, False)
+    got = L.matvec(m, v, backend=backend, _gpu_form=gpu_form)
+    assert got.shape == (r,) and got.dtype == dt
+    with np.errstate(all="ignore"):
+        want = m.astype(np.float64) @ v.astype(np.float64)
+        mag = np.abs(np.nan_to_num(m.astype(np.float64))) @ np.abs(v.astype(np.float64))
+    _close(got, want, np.dtype(dt), 1 + float(mag.max(initial=0)))
+
+
+def test_bad_shapes_are_clear_errors() -> None:
+    with pytest.raises(vo.OpsError, match="2-D"):
+        vo.softmax(np.zeros(4), backend="cpu")
+    with pytest.raises(vo.OpsError, match="Fix: pass m of shape"):
+        vo.matvec(np.zeros((3, 4)), np.zeros(5), backend="cpu")
+    with pytest.raises(vo.OpsError, match="cotangent"):
+        vo.softmax_grad(np.zeros((2, 3)), np.zeros((3, 2)), backend="cpu")
+    with pytest.raises(vo.OpsError, match="eps"):
+        vo.layer_norm(np.zeros((2, 3)), eps=-1.0, backend="cpu")
+    with pytest.raises(vo.OpsError, match="statistics"):
+        vo.layer_norm_grad(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros(3), np.zeros(2), backend="cpu")

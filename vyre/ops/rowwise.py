@@ -1,0 +1,384 @@
+"""Row-wise ops on 2-D arrays (``axis=-1``): ``row_sum``, ``row_max``, ``softmax``, ``logsumexp``,
+``layer_norm``, and the gradient programs of the last three.
+
+Each program takes the matrix flat (``rows * cols`` elements) and one *per-row* buffer of ``rows``
+elements (the result of a row reduction, or a statistic the gradient needs: the log-sum-exp of a
+softmax row, the mean and inverse deviation of a layer-norm row), so ``cols = len(x) / len(row
+buffer)`` and one compiled kernel serves every shape.
+
+* GPU form: one workgroup per row (:func:`row_workgroup` invocations: 32 for short rows up to 256);
+  each invocation strides through the row (vyre.ops._rows), partial results combine across the
+  workgroup (subgroup reduce, workgroup memory, subgroup reduce) and every invocation gets the
+  row's value, then writes its share.
+* CPU form: a flat program, one invocation per row, stride-1 loops with 8 accumulators.
+
+Stable formulas: softmax and logsumexp subtract the row maximum (logsumexp takes 0 when it is
+infinite, so an all ``-inf`` row gives ``-inf``); layer norm is two-pass (mean, then the mean
+squared deviation), accumulated in f64 for f32 input.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from ..ir import (
+    F64, BufferDecl, DataType, Expr, Node, Program, UnOpKind, buflen, cast, exp, gid, if_, let, lid,
+    load, log, output, read, select, store, u32, unop, var, wgid,
+)
+from ..ir.expr import lit
+from ._blocks import Combine, workgroup_combine
+from ._rows import RowLoop
+from ._runtime import Ctx, OpsError, prepare
+
+__all__ = [
+    "layer_norm", "layer_norm_grad", "layer_norm_grad_program", "layer_norm_program", "logsumexp",
+    "logsumexp_grad", "logsumexp_grad_program", "logsumexp_program", "row_max", "row_program",
+    "row_sum", "row_workgroup", "softmax", "softmax_grad", "softmax_grad_program", "softmax_program",
+]
+
+GPU_UNROLL = 4
+CPU_UNROLL = 8
+
+
+def row_workgroup(cols: int) -> int:
+    """Invocations per row in the GPU form: enough that each has a few elements, at most 256."""
+    for wg in (32, 64, 128):
+        if cols <= wg * 8:
+            return wg
+    return 256
+
+
+class _Row:
+    """Builds one row-wise program: declares buffers, binds the row's geometry and combines."""
+
+    def __init__(self, gpu: bool, wg: int, stat: str) -> None:
+        self.gpu, self.wg = gpu, wg
+        self.bufs: list[BufferDecl] = []
+        self.body: list[Node] = []
+        self.stat = stat
+        self.stmts: list[Node] = []
+
+    def buf(self, decl: BufferDecl) -> BufferDecl:
+        self.bufs.append(decl)
+        return decl
+
+    def begin(self, data: str) -> RowLoop:
+        r = wgid() if self.gpu else gid()
+        self.body += [
+            let("r", r),
+            let("cols", buflen(data) / buflen(self.stat)),
+            let("base", var("r") * var("cols")),
+        ]
+        lanes = self.wg if self.gpu else 1
+        return RowLoop(self.gpu, lanes, GPU_UNROLL if self.gpu else CPU_UNROLL, lid(), var("base"), var("cols"))
+
+    def combine(self, prefix: str, value: Expr, comb: Combine, t: DataType) -> Expr:
+        if not self.gpu:
+            return value
+        nodes, total, tiles = workgroup_combine(prefix, value, comb, t, self.wg)
+        self.stmts += nodes
+        self.bufs += tiles
+        return total
+
+    def store_stat(self, name: str, value: Expr) -> None:
+        st = store(name, var("r"), value)
+        self.stmts.append(if_(lid().eq(u32(0)), [st]) if self.gpu else st)
+
+    def program(self) -> Program:
+        if self.gpu:
+            body = self.body + self.stmts
+        else:
+            # CPU form: one invocation per row; nothing to do past the last row
+            body = [*self.body, if_(var("r").lt(buflen(self.stat)), self.stmts)]
+        return Program.wrapped(self.bufs, self.wg if self.gpu else 1, body)
+
+
+def _acc(t: DataType) -> DataType:
+    return F64 if t is DataType.F32 else t
+
+
+def _shift(m: Expr, t: DataType) -> Expr:
+    """The row maximum used as the shift: 0 when it is infinite (or NaN, which propagates anyway)."""
+    return select(unop(UnOpKind.IS_FINITE, m), m, lit(0.0, t))
+
+
+@functools.lru_cache(maxsize=64)
+def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+    """``out[r]`` = sum (``kind="sum"``, f32 in f64) or NaN-propagating max (``"max"``) of row ``r``."""
+    b = _Row(gpu, wg, "out")
+    b.buf(read("x", 0, t))
+    b.buf(output("out", 1, t))
+    rl = b.begin("x")
+    comb = Combine.ADD if kind == "sum" else Combine.MAX
+    a = _acc(t) if kind == "sum" else t
+    nodes, part = rl.reduce("s", comb, a, lambda i: cast(a, load("x", i)))
+    b.stmts += nodes
+    total = b.combine("t", part, comb, a)
+    b.store_stat("out", cast(t, total))
+    return b.program()
+
+
+def _max_and_sumexp(b: _Row, rl: RowLoop, t: DataType, *, finite_shift: bool) -> tuple[Expr, Expr]:
+    """Statements for the row's shift ``ms`` and ``S = sum exp(x - ms)``; returns their vars.
+    ``finite_shift``: an infinite maximum shifts by 0 (logsumexp: an all -inf row gives -inf, a
+    +inf gives +inf); otherwise by the maximum itself (softmax: such rows are NaN, as in PyTorch)."""
+    nodes, part = rl.reduce("m", Combine.MAX, t, lambda i: load("x", i))
+    b.stmts += nodes
+    b.stmts.append(let("mx", b.combine("mt", part, Combine.MAX, t)))
+    b.stmts.append(let("ms", _shift(var("mx"), t) if finite_shift else var("mx")))
+    nodes, part = rl.reduce("e", Combine.ADD, t, lambda i: exp(load("x", i) - var("ms")))
+    b.stmts += nodes
+    b.stmts.append(let("se", b.combine("et", part, Combine.ADD, t)))
+    return var("ms"), var("se")
+
+
+@functools.lru_cache(maxsize=64)
+def logsumexp_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+    """``out[r] = log(sum_j exp(x[r, j]))``, shifted by the row maximum."""
+    b = _Row(gpu, wg, "out")
+    b.buf(read("x", 0, t))
+    b.buf(output("out", 1, t))
+    rl = b.begin("x")
+    ms, se = _max_and_sumexp(b, rl, t, finite_shift=True)
+    b.store_stat("out", ms + log(se))
+    return b.program()
+
+
+@functools.lru_cache(maxsize=64)
+def softmax_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+    """``y[r, j] = exp(x[r, j] - m) / sum_k exp(x[r, k] - m)`` with ``m`` the row maximum (so a row
+    holding NaN or +inf, or only -inf, is NaN throughout, as in PyTorch); ``lse[r] = m + log(sum)``
+    (its length gives the row count)."""
+    b = _Row(gpu, wg, "lse")
+    b.buf(read("x", 0, t))
+    b.buf(output("y", 1, t))
+    b.buf(output("lse", 2, t))
+    rl = b.begin("x")
+    ms, se = _max_and_sumexp(b, rl, t, finite_shift=False)
+    b.stmts.append(let("inv", lit(1.0, t) / se))
+    b.stmts += rl.each("w", lambda i: [store("y", i, exp(load("x", i) - ms) * var("inv"))])
+    b.store_stat("lse", ms + log(se))
+    return b.program()
+
+
+@functools.lru_cache(maxsize=64)
+def layer_norm_program(t: DataType, eps: float, *, gpu: bool, wg: int = 256) -> Program:
+    """``y = (x - mean) / sqrt(var + eps)`` per row (biased variance, no affine parameters, as
+    ``torch.nn.functional.layer_norm(x, (cols,))``); ``mean[r]`` and ``rstd[r]`` are kept for the
+    gradient. Two passes over the row, accumulated in f64 for f32."""
+    a = _acc(t)
+    b = _Row(gpu, wg, "mean")
+    b.buf(read("x", 0, t))
+    b.buf(output("y", 1, t))
+    b.buf(output("mean", 2, t))
+    b.buf(output("rstd", 3, t))
+    rl = b.begin("x")
+    nodes, part = rl.reduce("s", Combine.ADD, a, lambda i: cast(a, load("x", i)))
+    b.stmts += nodes
+    b.stmts.append(let("mu", b.combine("st", part, Combine.ADD, a) / cast(a, var("cols"))))
+    nodes, part = rl.reduce("v", Combine.ADD, a, lambda i: _sq(cast(a, load("x", i)) - var("mu")))
+    b.stmts += nodes
+    b.stmts.append(let("var_", b.combine("vt", part, Combine.ADD, a) / cast(a, var("cols"))))
+    b.stmts.append(let("rs", lit(1.0, a) / unop(UnOpKind.SQRT, var("var_") + lit(eps, a))))
+    b.stmts.append(let("mu_t", cast(t, var("mu"))))
+    b.stmts.append(let("rs_t", cast(t, var("rs"))))
+    b.stmts += rl.each("w", lambda i: [store("y", i, (load("x", i) - var("mu_t")) * var("rs_t"))])
+    b.store_stat("mean", var("mu_t"))
+    b.store_stat("rstd", var("rs_t"))
+    return b.program()
+
+
+def _sq(e: Expr) -> Expr:
+    return e * e
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient programs (vector-Jacobian products), each one pass over the row
+
+
+@functools.lru_cache(maxsize=64)
+def softmax_grad_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+    """``dx = y * (g - sum_j g_j y_j)`` per row; ``d[r]`` gets the row's ``sum g y``."""
+    b = _Row(gpu, wg, "d")
+    b.buf(read("y", 0, t))
+    b.buf(read("g", 1, t))
+    b.buf(output("dx", 2, t))
+    b.buf(output("d", 3, t))
+    rl = b.begin("y")
+    nodes, part = rl.reduce("s", Combine.ADD, t, lambda i: load("g", i) * load("y", i))
+    b.stmts += nodes
+    b.stmts.append(let("gy", b.combine("st", part, Combine.ADD, t)))
+    b.stmts += rl.each("w", lambda i: [store("dx", i, load("y", i) * (load("g", i) - var("gy")))])
+    b.store_stat("d", var("gy"))
+    return b.program()
+
+
+@functools.lru_cache(maxsize=64)
+def logsumexp_grad_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+    """``dx[r, j] = g[r] * exp(x[r, j] - lse[r])`` (the softmax of the row, scaled)."""
+    b = _Row(gpu, wg, "lse")
+    b.buf(read("x", 0, t))
+    b.buf(read("lse", 1, t))
+    b.buf(read("g", 2, t))
+    b.buf(output("dx", 3, t))
+    rl = b.begin("x")
+    b.stmts += [let("l", load("lse", var("r"))), let("gr", load("g", var("r")))]
+    b.stmts += rl.each("w", lambda i: [store("dx", i, var("gr") * exp(load("x", i) - var("l")))])
+    return b.program()
+
+
+@functools.lru_cache(maxsize=64)
+def layer_norm_grad_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+    """``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` per row, ``xhat = (x - mean) * rstd``."""
+    a = _acc(t)
+    b = _Row(gpu, wg, "mean")
+    b.buf(read("x", 0, t))
+    b.buf(read("g", 1, t))
+    b.buf(read("mean", 2, t))
+    b.buf(read("rstd", 3, t))
+    b.buf(output("dx", 4, t))
+    rl = b.begin("x")
+    b.stmts += [let("mu", load("mean", var("r"))), let("rs", load("rstd", var("r")))]
+
+    def xhat(i: Expr) -> Expr:
+        return (load("x", i) - var("mu")) * var("rs")
+
+    nodes, part = rl.reduce("g", Combine.ADD, a, lambda i: cast(a, load("g", i)))
+    b.stmts += nodes
+    b.stmts.append(let("mg", cast(t, b.combine("gt", part, Combine.ADD, a) / cast(a, var("cols")))))
+    nodes, part = rl.reduce("h", Combine.ADD, a, lambda i: cast(a, load("g", i) * xhat(i)))
+    b.stmts += nodes
+    b.stmts.append(let("mgx", cast(t, b.combine("ht", part, Combine.ADD, a) / cast(a, var("cols")))))
+    b.stmts += rl.each("w", lambda i: [
+        store("dx", i, var("rs") * (load("g", i) - var("mg") - xhat(i) * var("mgx")))])
+    return b.program()
+
+
+# ---------------------------------------------------------------------------------------------
+# Functions
+
+
+def _rows(ctx: Ctx, shape: tuple[int, ...]) -> tuple[int, int, bool, int]:
+    rows, cols = shape
+    gpu = ctx.gpu_form
+    return rows, cols, gpu, row_workgroup(cols) if gpu else 1
+
+
+def _prep(named: dict[str, Any], backend: str | None, gpu_form: bool | None) -> tuple[Ctx, dict, int, int, bool, int]:
+    ctx, arrs = prepare(named, backend)
+    if gpu_form is not None:
+        ctx.gpu_form = gpu_form
+    first = next(iter(arrs.values()))
+    if len(first.shape) != 2:
+        raise OpsError(f"{next(iter(named))} has shape {first.shape}; row-wise ops take a 2-D array "
+                       "(rows, cols) and reduce along the last axis. Fix: reshape it to 2-D")
+    rows, cols, gpu, wg = _rows(ctx, first.shape)
+    return ctx, arrs, rows, cols, gpu, wg
+
+
+def _row_reduce(kind: str, x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
+    ctx, arrs, rows, cols, gpu, wg = _prep({"x": x}, backend, gpu_form)
+    t = arrs["x"].dtype
+    out = ctx.empty(rows, t)
+    if rows:
+        prog = (row_program(kind, t, gpu=gpu, wg=wg) if kind in ("sum", "max")
+                else logsumexp_program(t, gpu=gpu, wg=wg))
+        ctx.run(prog, {"x": arrs["x"].data, "out": out}, rows)
+    return ctx.result(out, (rows,))
+
+
+def row_sum(x: Any, *, backend: str | None = None) -> Any:
+    """Sum of each row of a 2-D array (0 for an empty row), f32 accumulated in f64."""
+    return _row_reduce("sum", x, backend)
+
+
+def row_max(x: Any, *, backend: str | None = None) -> Any:
+    """Maximum of each row (NaN if the row has one, -inf for an empty row)."""
+    return _row_reduce("max", x, backend)
+
+
+def logsumexp(x: Any, *, backend: str | None = None) -> Any:
+    """``log(sum(exp(x), axis=-1))`` of a 2-D array, stable (-inf for an empty or all -inf row)."""
+    return _row_reduce("lse", x, backend)
+
+
+def softmax(x: Any, *, backend: str | None = None, return_lse: bool = False,
+            _gpu_form: bool | None = None) -> Any:
+    """Row softmax of a 2-D array; with ``return_lse`` also each row's log-sum-exp."""
+    ctx, arrs, rows, cols, gpu, wg = _prep({"x": x}, backend, _gpu_form)
+    t = arrs["x"].dtype
+    y, lse = ctx.empty(rows * cols, t), ctx.empty(rows, t)
+    if rows:
+        ctx.run(softmax_program(t, gpu=gpu, wg=wg), {"x": arrs["x"].data, "y": y, "lse": lse}, rows)
+    ys = ctx.result(y, (rows, cols))
+    return (ys, ctx.result(lse, (rows,))) if return_lse else ys
+
+
+def softmax_grad(y: Any, g: Any, *, backend: str | None = None, _gpu_form: bool | None = None) -> Any:
+    """The vector-Jacobian product of softmax: ``dx`` for the softmax output ``y`` and cotangent ``g``."""
+    ctx, arrs, rows, cols, gpu, wg = _prep({"y": y, "g": g}, backend, _gpu_form)
+    _same_shape(arrs, ("y", "g"))
+    t = arrs["y"].dtype
+    dx, d = ctx.empty(rows * cols, t), ctx.empty(rows, t)
+    if rows:
+        ctx.run(softmax_grad_program(t, gpu=gpu, wg=wg),
+                {"y": arrs["y"].data, "g": arrs["g"].data, "dx": dx, "d": d}, rows)
+    return ctx.result(dx, (rows, cols))
+
+
+def logsumexp_grad(x: Any, lse: Any, g: Any, *, backend: str | None = None,
+                   _gpu_form: bool | None = None) -> Any:
+    """``dx`` of ``logsumexp(x)`` (whose value is ``lse``) for the per-row cotangent ``g``."""
+    ctx, arrs, rows, cols, gpu, wg = _prep({"x": x, "lse": lse, "g": g}, backend, _gpu_form)
+    for name in ("lse", "g"):
+        if arrs[name].shape != (rows,):
+            raise OpsError(f"{name} has shape {arrs[name].shape}, expected ({rows},) (one per row of x). "
+                           "Fix: pass logsumexp(x) and a cotangent per row")
+    t = arrs["x"].dtype
+    dx = ctx.empty(rows * cols, t)
+    if rows:
+        ctx.run(logsumexp_grad_program(t, gpu=gpu, wg=wg),
+                {"x": arrs["x"].data, "lse": arrs["lse"].data, "g": arrs["g"].data, "dx": dx}, rows)
+    return ctx.result(dx, (rows, cols))
+
+
+def layer_norm(x: Any, eps: float = 1e-5, *, backend: str | None = None, return_stats: bool = False,
+               _gpu_form: bool | None = None) -> Any:
+    """Row layer norm ``(x - mean) / sqrt(var + eps)`` of a 2-D array (no affine parameters); with
+    ``return_stats`` also the per-row ``mean`` and ``rstd`` that :func:`layer_norm_grad` takes."""
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
+        raise OpsError(f"eps must be a finite float >= 0, got {eps!r}. Fix: pass e.g. eps=1e-5")
+    ctx, arrs, rows, cols, gpu, wg = _prep({"x": x}, backend, _gpu_form)
+    t = arrs["x"].dtype
+    y, mean, rstd = ctx.empty(rows * cols, t), ctx.empty(rows, t), ctx.empty(rows, t)
+    if rows:
+        ctx.run(layer_norm_program(t, float(eps), gpu=gpu, wg=wg),
+                {"x": arrs["x"].data, "y": y, "mean": mean, "rstd": rstd}, rows)
+    ys = ctx.result(y, (rows, cols))
+    return (ys, ctx.result(mean, (rows,)), ctx.result(rstd, (rows,))) if return_stats else ys
+
+
+def layer_norm_grad(x: Any, g: Any, mean: Any, rstd: Any, *, backend: str | None = None,
+                    _gpu_form: bool | None = None) -> Any:
+    """``dx`` of :func:`layer_norm` for cotangent ``g``, from the statistics it returned."""
+    ctx, arrs, rows, cols, gpu, wg = _prep({"x": x, "g": g, "mean": mean, "rstd": rstd}, backend, _gpu_form)
+    _same_shape(arrs, ("x", "g"))
+    for name in ("mean", "rstd"):
+        if arrs[name].shape != (rows,):
+            raise OpsError(f"{name} has shape {arrs[name].shape}, expected ({rows},). "
+                           "Fix: pass the statistics layer_norm(x, return_stats=True) returned")
+    t = arrs["x"].dtype
+    dx = ctx.empty(rows * cols, t)
+    if rows:
+        ctx.run(layer_norm_grad_program(t, gpu=gpu, wg=wg),
+                {n: arrs[n].data for n in ("x", "g", "mean", "rstd")} | {"dx": dx}, rows)
+    return ctx.result(dx, (rows, cols))
+
+
+def _same_shape(arrs: dict, names: tuple[str, str]) -> None:
+    a, b = names
+    if arrs[a].shape != arrs[b].shape:
+        raise OpsError(f"{a} has shape {arrs[a].shape} but {b} has {arrs[b].shape}. "
+                       "Fix: pass a cotangent of the output's shape")
