@@ -410,12 +410,40 @@ def ops():
         a, b = cp.asarray(a, dtype=cp.float64), cp.asarray(b, dtype=cp.float64)
         return float(cp.max(cp.abs(a - b))) / max(float(cp.max(cp.abs(b))), 1e-30)
 
+    # correctness on the card first: odd lengths and shapes (both row forms), f32 and f64, 2^28
+    bad = []
+    for n_, dt in [(0, cp.float32), (1, cp.float64), (97, cp.float32), (1000003, cp.float32),
+                   (1000003, cp.float64), (1 << 28, cp.float32)]:
+        a = cp.random.standard_normal(n_, dtype=cp.float32).astype(dt)
+        ref = float(cp.sum(a.astype(cp.float64)))
+        if abs(float(vo.sum(a)) - ref) > 1e-6 * (1 + float(cp.sum(cp.abs(a.astype(cp.float64))))):
+            bad.append(f"sum n={n_} {dt.__name__}")
+        if n_ and (float(vo.max(a)) != float(cp.max(a)) or int(vo.argmax(a)) != int(cp.argmax(a))):
+            bad.append(f"max/argmax n={n_}")
+        del a
+    for r_, c_ in [(7, 1000), (3, 5000), (5, 33)]:
+        a = torch.randn(r_, c_, device="cuda", dtype=torch.float64)
+        checks = [(vo.softmax(a), torch.softmax(a, -1)), (vo.logsumexp(a), torch.logsumexp(a, -1)),
+                  (vo.layer_norm(a), F.layer_norm(a, (c_,))), (vo.row_sum(a), a.sum(-1))]
+        for k, (got, want) in enumerate(checks):
+            if not torch.allclose(got, want, rtol=1e-9, atol=1e-9):
+                bad.append(f"row op {k} {r_}x{c_}")
+    mm, vv = cp.random.standard_normal((1000, 777)), cp.random.standard_normal(777)
+    if float(cp.max(cp.abs(vo.matvec(mm, vv) - mm @ vv))) > 1e-9:
+        bad.append("matvec 1000x777")
+    print(f"correctness on this card: {'all passed' if not bad else 'FAILED: ' + ', '.join(bad)}\n")
+    res["correct"] = {"failed": bad}
+
     n = 1 << 26
     x = cp.random.standard_normal(n, dtype=cp.float32)
     y = cp.random.standard_normal(n, dtype=cp.float32)
     x64 = x.astype(cp.float64)
     row("sum 2^26", cuda_time(lambda: vo.sum(x)), cuda_time(lambda: cp.sum(x)), "cupy.sum",
         rel(vo.sum(x), cp.sum(x64)))
+    row("sum 2^26, deterministic=True", cuda_time(lambda: vo.sum(x, deterministic=True)),
+        cuda_time(lambda: cp.sum(x)), "cupy.sum", rel(vo.sum(x, deterministic=True), cp.sum(x64)))
+    same = all(float(vo.sum(x)) == float(vo.sum(x)) for _ in range(5))
+    print(f"five repeated vyre.ops.sum calls bit-identical: {same}")
     row("dot 2^26", cuda_time(lambda: vo.dot(x, y)), cuda_time(lambda: cp.dot(x, y)), "cupy.dot",
         rel(vo.dot(x, y), cp.dot(x64, y.astype(cp.float64))))
     row("max 2^26", cuda_time(lambda: vo.max(x)), cuda_time(lambda: cp.max(x)), "cupy.max", rel(vo.max(x), cp.max(x)))
@@ -423,7 +451,7 @@ def ops():
         rel(vo.norm(x), cp.linalg.norm(x64)))
     row("argmax 2^26", cuda_time(lambda: vo.argmax(x)), cuda_time(lambda: cp.argmax(x)), "cupy.argmax",
         float(int(vo.argmax(x)) != int(cp.argmax(x))))
-    del x64, y
+    del x64
 
     r = c = 4096
     tx = torch.randn(r, c, device="cuda")
@@ -507,6 +535,14 @@ def ops():
         "torch fwd+bwd (cuBLAS)", rel(gv, m.astype(cp.float64).sum(axis=0)))
     print("| op | vyre (ms) | reference (ms) | speed vs reference | rel. error |\n|---|---|---|---|---|")
     print("\n".join(rows))
+    x = cp.random.standard_normal(n, dtype=cp.float32)
+    small = cp.random.standard_normal(1 << 12, dtype=cp.float32)
+    h_sum = host_time_per_call(lambda: vo.sum(small), n=2000)
+    h_cp = host_time_per_call(lambda: cp.sum(small), n=2000)
+    h_sm = host_time_per_call(lambda: vo.softmax(tx[:4]), n=2000)
+    print(f"\nhost time per call (4096 elements, two launches): vyre.ops.sum {h_sum * 1e6:.1f} us, cupy.sum "
+          f"{h_cp * 1e6:.1f} us; vyre.ops.softmax (4 rows, one launch) {h_sm * 1e6:.1f} us")
+    res["host_us"] = {"vyre_sum": h_sum * 1e6, "cupy_sum": h_cp * 1e6, "vyre_softmax": h_sm * 1e6}
     RESULTS["ops"] = res
 
 

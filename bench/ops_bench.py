@@ -28,6 +28,15 @@ def best(fn, reps: int = 7) -> float:
     return min(ts)
 
 
+def row_reductions(row, x: np.ndarray, y: np.ndarray) -> None:
+    k = f"{x.dtype.name} 2^{x.size.bit_length() - 1}"
+    row(f"sum {k}", best(lambda: vo.sum(x, backend="cpu")), best(lambda: np.sum(x)), "np.sum")
+    row(f"dot {k}", best(lambda: vo.dot(x, y, backend="cpu")), best(lambda: np.dot(x, y)), "np.dot (BLAS)")
+    row(f"max {k}", best(lambda: vo.max(x, backend="cpu")), best(lambda: np.max(x)), "np.max")
+    row(f"norm {k}", best(lambda: vo.norm(x, backend="cpu")), best(lambda: np.linalg.norm(x)), "np.linalg.norm")
+    row(f"argmax {k}", best(lambda: vo.argmax(x, backend="cpu")), best(lambda: np.argmax(x)), "np.argmax")
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
     rng = np.random.default_rng(0)
@@ -38,15 +47,7 @@ def main() -> None:
         rows.append(f"| {name} | {t_v * 1e3:.3f} | {t_n * 1e3:.3f} ({ref}) | {t_n / t_v:.2f}x |")
 
     for dt in (np.float32, np.float64):
-        x = rng.standard_normal(n).astype(dt)
-        y = rng.standard_normal(n).astype(dt)
-        k = np.dtype(dt).name
-        row(f"sum {k} 2^{n.bit_length() - 1}", best(lambda: vo.sum(x, backend="cpu")), best(lambda: np.sum(x)),
-            "np.sum")
-        row(f"dot {k}", best(lambda: vo.dot(x, y, backend="cpu")), best(lambda: np.dot(x, y)), "np.dot (BLAS)")
-        row(f"max {k}", best(lambda: vo.max(x, backend="cpu")), best(lambda: np.max(x)), "np.max")
-        row(f"norm {k}", best(lambda: vo.norm(x, backend="cpu")), best(lambda: np.linalg.norm(x)), "np.linalg.norm")
-        row(f"argmax {k}", best(lambda: vo.argmax(x, backend="cpu")), best(lambda: np.argmax(x)), "np.argmax")
+        row_reductions(row, rng.standard_normal(n).astype(dt), rng.standard_normal(n).astype(dt))
     r = c = 1024 if quick else 2048
     xm = rng.standard_normal((r, c)).astype(np.float32)
     v = rng.standard_normal(c).astype(np.float32)

@@ -1,28 +1,38 @@
 """Row loops shared by the row-wise programs (vyre.ops.rowwise) and matvec (vyre.ops.linalg).
 
-A *row loop* visits the elements of one row of ``cols`` elements starting at ``base``:
+A *row loop* visits the elements of one row of ``cols`` elements starting at ``base``. Callbacks
+get an accessor ``ld(buffer)`` giving the element's value in that buffer, and the element's index
+into the matrix (``base + j``, for stores).
 
-* GPU form (``RowLoop(gpu=True)``): the ``lanes`` invocations that share the row (a workgroup, or
-  one subgroup for matvec) each take elements ``lane, lane + lanes, ...``; ``unroll`` of them per
-  step (independent accumulators, loads in flight), then a guarded tail step.
+* GPU form, looping (``resident == 0``): the ``lanes`` invocations that share the row (a
+  workgroup, or one subgroup for matvec) each take columns ``lane, lane + lanes, ...``, ``unroll``
+  of them per step (independent accumulators, loads in flight), then a guarded tail step.
+* GPU form, resident (``resident == R``, for rows of at most ``lanes * R`` elements): each
+  invocation loads its ``R`` elements once, into locals, the first time a buffer is used; every
+  later pass (max, sum, write) works on those locals, so the row is read from memory once.
 * CPU form: one invocation walks the row with stride 1 in steps of ``unroll`` elements, then the
   remainder one by one.
 
-``reduce`` folds a term per element into accumulators merged pairwise; ``each`` runs statements per
-element (the write pass)."""
+In the looping forms a whole step of the main loop runs inside one ``If`` that every index of the
+step is below the length of the buffers it touches. It always holds there, but it lets the
+emitters drop the per-access bounds check (docs/codegen.md, "Bounds guards"), so a step's loads
+issue together instead of each behind a branch."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..ir import DataType, Expr, Node, assign, if_, let, loop, select, u32, var
+from ..ir import DataType, Expr, Node, assign, buflen, if_, let, load, loop, select, u32, var
 from ._blocks import Combine, tree
 
+Access = Callable[[str], Expr]
 
-@dataclass(frozen=True)
+
+@dataclass
 class RowLoop:
-    """``lane``: this invocation's position among the ``lanes`` sharing a row (GPU form)."""
+    """``lane``: this invocation's position among the ``lanes`` sharing a row (GPU form).
+    ``rows``: buffers indexed by ``base + j``; ``cols_of``: buffers indexed by ``j``."""
 
     gpu: bool
     lanes: int
@@ -30,18 +40,59 @@ class RowLoop:
     lane: Expr
     base: Expr
     cols: Expr
+    resident: int = 0
+    cols_of: tuple[str, ...] = ()
+    _cached: set[str] = field(default_factory=set)
 
-    def _indices(self, prefix: str, body: Callable[[list[Expr], bool], list[Node]]) -> list[Node]:
-        """Statements visiting every column index; ``body(indices, guarded)`` gets the column
-        indices of one step (``guarded``: some may be past the end; check ``< cols``)."""
+    def _access(self, i: Expr, j: Expr) -> Access:
+        return lambda b: load(b, j) if b in self.cols_of else load(b, i)
+
+    def in_range(self, cols: list[Expr], bufs: tuple[str, ...]) -> Expr:
+        """Every ``base + j`` (``j`` for ``cols_of`` buffers) below the length of every buffer."""
+        conds = [(j if b in self.cols_of else self.base + j).lt(buflen(b)) for j in cols for b in bufs]
+        out = conds[0]
+        for c in conds[1:]:
+            out = out.and_(c)
+        return out
+
+    # -- resident form ---------------------------------------------------------------------------
+
+    def _col(self, k: int) -> Expr:
+        return self.lane + u32(k * self.lanes) if k else self.lane
+
+    def _cache(self, prefix: str, bufs: tuple[str, ...]) -> list[Node]:
+        out: list[Node] = []
+        if not self._cached:
+            out += [let(f"rc_ok{k}", self._col(k).lt(self.cols)) for k in range(self.resident)]
+        for b in bufs:
+            if b not in self._cached:
+                self._cached.add(b)
+                # a column past the row's end reads the next row (or zeros past the buffer): the
+                # value is masked by rc_ok wherever it is used
+                out += [let(f"rc_{b}_{k}", load(b, self.base + self._col(k))) for k in range(self.resident)]
+        return out
+
+    def _resident_access(self, k: int) -> Access:
+        return lambda b: var(f"rc_{b}_{k}")
+
+    # -- passes ----------------------------------------------------------------------------------
+
+    def _indices(self, prefix: str, body: Callable[[list[Expr], bool], list[Node]],
+                 bufs: tuple[str, ...]) -> list[Node]:
+        """Statements visiting every column; ``body(columns, guarded)`` gets the columns of one
+        step (``guarded``: some may be past the end; check ``< cols``)."""
         u = self.unroll
+
+        def step(idx: list[Expr]) -> list[Node]:
+            return [if_(self.in_range(idx, bufs), body(idx, False))]
+
         if self.gpu:
             span = self.lanes * u
             b, tb = var(f"{prefix}_b"), var(f"{prefix}_tb")
             return [
                 loop(f"{prefix}_c", u32(0), self.cols / u32(span), [
                     let(f"{prefix}_b", var(f"{prefix}_c") * u32(span) + self.lane),
-                    *body([b + u32(k * self.lanes) if k else b for k in range(u)], False),
+                    *step([b + u32(k * self.lanes) if k else b for k in range(u)]),
                 ]),
                 let(f"{prefix}_tb", (self.cols / u32(span)) * u32(span) + self.lane),
                 *body([tb + u32(k * self.lanes) if k else tb for k in range(u)], True),
@@ -51,37 +102,55 @@ class RowLoop:
         return [
             loop(f"{prefix}_j", u32(0), m, [
                 let(f"{prefix}_p", var(f"{prefix}_j") * u32(u)),
-                *body([p + u32(k) if k else p for k in range(u)], False),
+                *step([p + u32(k) if k else p for k in range(u)]),
             ]),
-            loop(f"{prefix}_q", m * u32(u), self.cols, body([var(f"{prefix}_q")], False)),
+            loop(f"{prefix}_q", m * u32(u), self.cols, step([var(f"{prefix}_q")])),
         ]
 
-    def reduce(self, prefix: str, comb: Combine, t: DataType,
-               term: Callable[[Expr], Expr]) -> tuple[list[Node], Expr]:
-        """Fold ``term(element index)`` over this invocation's share of the row; returns the
-        statements and the merged value (this invocation's part: combine across lanes after)."""
+    def reduce(self, prefix: str, comb: Combine, t: DataType, term: Callable[[Access], Expr],
+               bufs: tuple[str, ...]) -> tuple[list[Node], Expr]:
+        """Fold ``term(ld)`` over this invocation's share of the row (``bufs``: the buffers it
+        reads); returns the statements and the merged value (this invocation's part: combine
+        across lanes after)."""
+        if self.resident:
+            nodes = self._cache(prefix, bufs)
+            vals: list[Expr] = []
+            for k in range(self.resident):
+                nodes.append(let(f"{prefix}_v{k}", select(var(f"rc_ok{k}"), term(self._resident_access(k)),
+                                                          comb.identity(t))))
+                vals.append(var(f"{prefix}_v{k}"))
+            return nodes, tree(vals, comb)
         accs = [f"{prefix}_a{k}" for k in range(self.unroll)]
 
         def body(idx: list[Expr], guarded: bool) -> list[Node]:
             out: list[Node] = []
             for k, j in enumerate(idx):
-                v = term(self.base + j)
+                v = term(self._access(self.base + j, j))
                 if guarded:
                     v = select(j.lt(self.cols), v, comb.identity(t))
+                # bound once: max/min read their operand twice
+                out.append(let(f"{prefix}_v{k}", v))
                 name = accs[k % len(accs)]
-                out.append(assign(name, comb.step(var(name), v)))
+                out.append(assign(name, comb.step(var(name), var(f"{prefix}_v{k}"))))
             return out
 
-        nodes: list[Node] = [let(a, comb.identity(t)) for a in accs]
-        return nodes + self._indices(prefix, body), tree([var(a) for a in accs], comb)
+        nodes = [let(a, comb.identity(t)) for a in accs]
+        return nodes + self._indices(prefix, body, bufs), tree([var(a) for a in accs], comb)
 
-    def each(self, prefix: str, stmts: Callable[[Expr], list[Node]]) -> list[Node]:
-        """``stmts(element index)`` for every element of this invocation's share."""
+    def each(self, prefix: str, stmts: Callable[[Access, Expr], list[Node]], reads: tuple[str, ...],
+             writes: tuple[str, ...]) -> list[Node]:
+        """``stmts(ld, base + j)`` for every element of this invocation's share."""
+        if self.resident:
+            nodes = self._cache(prefix, reads)
+            for k in range(self.resident):
+                nodes.append(if_(var(f"rc_ok{k}"), stmts(self._resident_access(k), self.base + self._col(k))))
+            return nodes
+
         def body(idx: list[Expr], guarded: bool) -> list[Node]:
             out: list[Node] = []
             for j in idx:
-                s = stmts(self.base + j)
+                s = stmts(self._access(self.base + j, j), self.base + j)
                 out += [if_(j.lt(self.cols), s)] if guarded else s
             return out
 
-        return self._indices(prefix, body)
+        return self._indices(prefix, body, reads + writes)

@@ -82,7 +82,16 @@ def _contiguous(x: Any, kind: Kind) -> Any:
         return cupy.ascontiguousarray(x)
     if kind is Kind.TORCH:
         return x.contiguous()
-    return x  # dispatch rejects a non-contiguous numba view with its own message
+    cai = x.__cuda_array_interface__
+    strides, shape = cai.get("strides"), tuple(cai["shape"])
+    if strides is not None and int(np.prod(shape)) > 1:
+        expect, acc = [], np.dtype(cai["typestr"]).itemsize
+        for s in reversed(shape):
+            expect.append(acc)
+            acc *= s
+        if tuple(strides) != tuple(reversed(expect)):
+            raise OpsError("a device array is not C-contiguous. Fix: pass a contiguous copy")
+    return x
 
 
 class Ctx:
@@ -124,8 +133,14 @@ class Ctx:
             return cuda.device_array(n, npd)
 
     def run(self, program: Program, arrays: Mapping[str, Any], grid: int) -> None:
-        """Dispatch ``program`` over ``grid`` workgroups; results land in the passed arrays."""
-        dispatch(program, arrays, backend=self.backend, grid=max(1, grid), return_device=self.gpu)
+        """Run ``program`` over ``grid`` workgroups; results land in the passed arrays (on CUDA
+        through vyre.ops._launch: checked once per program, then launched directly)."""
+        if self.gpu:
+            from ._launch import launch
+
+            launch(program, arrays, max(1, grid), self.backend)
+        else:
+            dispatch(program, arrays, backend=self.backend, grid=max(1, grid))
 
     def result(self, arr: Any, shape: tuple[int, ...]) -> Any:
         """``arr`` (flat, where the passes ran) as the caller's kind, shaped ``shape``."""

@@ -29,7 +29,7 @@ from ._runtime import OpsError, prepare
 __all__ = ["MATVEC_WG", "matvec", "matvec_grad", "matvec_program", "outer_program", "vecmat_program"]
 
 MATVEC_WG = 256
-GPU_UNROLL = 4
+GPU_UNROLL = 8
 CPU_UNROLL = 8
 #: rows per chunk of the column sums of ``grad_v`` (first pass)
 VECMAT_CHUNK = 64
@@ -51,11 +51,8 @@ def matvec_program(t: DataType, *, gpu: bool) -> Program:
         r = gid()
     body: list[Node] = [let("r", r), let("cols", buflen("v"))]
     rl = RowLoop(gpu, SUBGROUP if gpu else 1, GPU_UNROLL if gpu else CPU_UNROLL, lane(),
-                 var("r") * var("cols"), var("cols"))
-    # the row's element j is m[base + j] times v[j]: the loop hands out base + j, so v's index is
-    # that minus base
-    nodes, part = rl.reduce("s", Combine.ADD, a,
-                            lambda i: cast(a, load("m", i)) * cast(a, load("v", i - var("r") * var("cols"))))
+                 var("r") * var("cols"), var("cols"), cols_of=("v",))
+    nodes, part = rl.reduce("s", Combine.ADD, a, lambda ld: cast(a, ld("m")) * cast(a, ld("v")), ("m", "v"))
     body += nodes
     if gpu:
         # rows past the end (the last workgroup's spare subgroups) read past m's end: zeros; their

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 GPU_WG = 256
-GPU_UNROLL = 4
+GPU_UNROLL = 8
 CPU_UNROLL = 8
 #: CPU form: inputs of at least this many elements are split into CPU_PARALLEL_BLOCKS blocks, enough
 #: invocations for dispatch to run them on every core; smaller ones into blocks of CPU_SMALL_BLOCK.
@@ -125,6 +125,14 @@ def full_program(kind: Reduce, t_in: DataType, t_out: DataType, *, gpu: bool, po
         # past the end a load reads 0, the identity of a sum; max/min need their own identity
         return term(i) if comb is Combine.ADD else select(i.lt(n), term(i), comb.identity(a))
 
+    names = [b.name for b in bufs[:kind.inputs]]
+
+    def steps(idx: list[Expr]) -> list[Node]:
+        # one If that the whole step is in range (always true here) lets the emitters drop each
+        # access's bounds check, so the step's loads issue together (docs/ops.md)
+        cond = _all([i.lt(buflen(name)) for i in idx for name in names])
+        return [if_(cond, [x for k, i in enumerate(idx) for x in _step(accs[k], comb, term(i), f"v{k}")])]
+
     if gpu:
         s, su = var("stride"), var("span")
         body += [
@@ -134,12 +142,11 @@ def full_program(kind: Reduce, t_in: DataType, t_out: DataType, *, gpu: bool, po
             let("full", n / su),
             loop("c", u32(0), var("full"), [
                 let("b", var("c") * su + var("t")),
-                *(_step(accs[k], comb, term(var("b") + s * u32(k)) if k else term(var("b")))
-                  for k in range(unroll)),
+                *steps([var("b") + s * u32(k) if k else var("b") for k in range(unroll)]),
             ]),
             let("tb", var("full") * su + var("t")),
-            *(_step(accs[k], comb, guarded(var("tb") + s * u32(k)) if k else guarded(var("tb")))
-              for k in range(unroll)),
+            *(x for k in range(unroll)
+              for x in _step(accs[k], comb, guarded(var("tb") + s * u32(k) if k else var("tb")), f"w{k}")),
         ]
     else:
         g = var("g")
@@ -151,10 +158,9 @@ def full_program(kind: Reduce, t_in: DataType, t_out: DataType, *, gpu: bool, po
             let("m", (var("hi") - var("lo")) / u32(unroll)),
             loop("j", u32(0), var("m"), [
                 let("p", var("lo") + var("j") * u32(unroll)),
-                *(_step(accs[k], comb, term(var("p") + u32(k)) if k else term(var("p")))
-                  for k in range(unroll)),
+                *steps([var("p") + u32(k) if k else var("p") for k in range(unroll)]),
             ]),
-            loop("q", var("lo") + var("m") * u32(unroll), var("hi"), [_step(accs[0], comb, term(var("q")))]),
+            loop("q", var("lo") + var("m") * u32(unroll), var("hi"), steps([var("q")])),
         ]
     total: Expr = tree([var(x) for x in accs], comb)
     if gpu:
@@ -169,8 +175,16 @@ def full_program(kind: Reduce, t_in: DataType, t_out: DataType, *, gpu: bool, po
     return Program.wrapped(bufs, GPU_WG if gpu else 1, body)
 
 
-def _step(name: str, comb: Combine, x: Expr) -> Node:
-    return assign(name, comb.step(var(name), x))
+def _step(name: str, comb: Combine, x: Expr, tmp: str) -> list[Node]:
+    """``name = name . x`` with ``x`` bound first (max/min read their operand twice)."""
+    return [let(tmp, x), assign(name, comb.step(var(name), var(tmp)))]
+
+
+def _all(conds: list[Expr]) -> Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out.and_(c)
+    return out
 
 
 def _post(total: Expr, post: Post, a: DataType, n: Expr) -> Expr:
@@ -275,22 +289,33 @@ def _gpu_form(ctx: Ctx) -> bool:
     return ctx.gpu_form
 
 
-def _partials(n: int, gpu: bool) -> int:
-    """Workgroups (GPU) or blocks (CPU) of a pass over ``n`` elements."""
+def _partials(n: int, gpu: bool, cap: int = 0) -> int:
+    """Workgroups (GPU: at most ``cap``) or blocks (CPU) of a pass over ``n`` elements."""
     if gpu:
-        return builtins.max(1, builtins.min(gpu_workgroups_cap(), -(-n // (GPU_WG * GPU_UNROLL))))
+        return builtins.max(1, builtins.min(cap or gpu_workgroups_cap(), -(-n // (GPU_WG * GPU_UNROLL))))
     if n >= CPU_PARALLEL_MIN:
         return CPU_PARALLEL_BLOCKS
     return builtins.max(1, -(-n // CPU_SMALL_BLOCK))
 
 
-def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post) -> Any:
+def _cap(ctx: Ctx, program: Program, deterministic: bool) -> int:
+    """Workgroups of a GPU pass: what the GPU holds at once (one wave), unless ``deterministic``
+    asks for the fixed count, which makes the bits independent of the device."""
+    if deterministic or ctx.backend != "cuda":
+        return gpu_workgroups_cap()
+    from ._launch import resident_workgroups
+
+    return resident_workgroups(program) or gpu_workgroups_cap()
+
+
+def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, deterministic: bool = False) -> Any:
     t = arrs["x"].dtype
     gpu = _gpu_form(ctx)
     a = accumulator(kind, t)
     n = arrs["x"].size
     inputs = {name: arr.data for name, arr in arrs.items()}
-    g = _partials(n, gpu)
+    cap = _cap(ctx, full_program(kind, t, a, gpu=True, acc=a), deterministic) if gpu else 0
+    g = _partials(n, gpu, cap)
     t_in = t
     while True:
         last = g == 1
@@ -307,63 +332,64 @@ def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post) -> Any:
             post = Post.NONE
         inputs = {"x": out}
         t_in = a
-        g = _partials(g, gpu)
+        g = _partials(g, gpu, cap)
 
 
 def _reduce(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
-            gpu_form: bool | None = None) -> Any:
+            gpu_form: bool | None = None, deterministic: bool = False) -> Any:
     ctx, arrs = prepare(named, backend, ndim=1 if kind is Reduce.DOT else None)
     if gpu_form is not None:
         ctx.gpu_form = gpu_form
     if kind is Reduce.DOT and arrs["x"].size != arrs["y"].size:
         raise OpsError(f"dot of arrays of lengths {arrs['x'].size} and {arrs['y'].size}. "
                        "Fix: pass two arrays of the same length")
-    return _run_full(ctx, kind, arrs, post)
+    return _run_full(ctx, kind, arrs, post, deterministic)
 
 
-# ``deterministic``: every reduction already is (fixed partition and order, no float atomics, and
-# a partition that depends only on the length and the backend); the flag is accepted so callers
-# can state the requirement, and stays true of every future strategy (docs/ops.md).
+# ``deterministic``: every reduction is reproducible run to run (a fixed partition and order, no
+# float atomics). By default the GPU partition follows the device (one wave of workgroups), so two
+# GPU models may round differently; ``deterministic=True`` fixes it (1024 workgroups), so the bits
+# depend only on the input and the program form (docs/ops.md, "Determinism").
 
-def sum(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+def sum(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Sum of all elements (0 for an empty array). f32 accumulates in f64. See docs/ops.md for the
     error bound and NaN rules; every call is bit-identical to the last on the same backend."""
-    return _reduce(Reduce.SUM, Post.NONE, {"x": x}, backend)
+    return _reduce(Reduce.SUM, Post.NONE, {"x": x}, backend, deterministic=deterministic)
 
 
-def mean(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+def mean(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Arithmetic mean (NaN for an empty array)."""
-    return _reduce(Reduce.SUM, Post.MEAN, {"x": x}, backend)
+    return _reduce(Reduce.SUM, Post.MEAN, {"x": x}, backend, deterministic=deterministic)
 
 
-def max(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+def max(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Largest element; NaN if any element is NaN; -inf for an empty array."""
-    return _reduce(Reduce.MAX, Post.NONE, {"x": x}, backend)
+    return _reduce(Reduce.MAX, Post.NONE, {"x": x}, backend, deterministic=deterministic)
 
 
-def min(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+def min(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Smallest element; NaN if any element is NaN; +inf for an empty array."""
-    return _reduce(Reduce.MIN, Post.NONE, {"x": x}, backend)
+    return _reduce(Reduce.MIN, Post.NONE, {"x": x}, backend, deterministic=deterministic)
 
 
-def dot(x: Any, y: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+def dot(x: Any, y: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """``sum(x * y)`` of two 1-D arrays of one length (0 when empty); f32 in f64."""
-    return _reduce(Reduce.DOT, Post.NONE, {"x": x, "y": y}, backend)
+    return _reduce(Reduce.DOT, Post.NONE, {"x": x, "y": y}, backend, deterministic=deterministic)
 
 
-def norm(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+def norm(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Euclidean norm ``sqrt(sum(x * x))`` over all elements (0 when empty). f32 squares are summed
     in f64, so they never overflow; f64 squares overflow past 1e154, as numpy's do."""
-    return _reduce(Reduce.SUMSQ, Post.SQRT, {"x": x}, backend)
+    return _reduce(Reduce.SUMSQ, Post.SQRT, {"x": x}, backend, deterministic=deterministic)
 
 
-def argmax(x: Any, *, backend: str | None = None, deterministic: bool = True) -> Any:
+def argmax(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Flat index of the first maximum (numpy's rule: the first NaN if there is one), as an int64
     scalar (numpy) or 0-d uint32 device array (device input). An empty array is an error."""
-    return _argmax(x, backend)
+    return _argmax(x, backend, deterministic=deterministic)
 
 
-def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
+def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:
     ctx, arrs = prepare({"x": x}, backend)
     if gpu_form is not None:
         ctx.gpu_form = gpu_form
@@ -373,7 +399,8 @@ def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
     t = arrs["x"].dtype
     gpu = _gpu_form(ctx)
     inputs: dict[str, Any] = {"x": arrs["x"].data}
-    g = _partials(n, gpu)
+    cap = _cap(ctx, argmax_program(t, gpu=True, indexed=False), deterministic) if gpu else 0
+    g = _partials(n, gpu, cap)
     while True:
         prog = argmax_program(t, gpu=gpu, indexed="xi" in inputs)
         val, idx = ctx.empty(g, t), ctx.empty(g, U32)
@@ -382,7 +409,7 @@ def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
             r = ctx.scalar(idx)
             return r if ctx.gpu and ctx.kind.value != "numpy" else _int(r)
         inputs = {"x": val, "xi": idx}
-        g = _partials(g, gpu)
+        g = _partials(g, gpu, cap)
 
 
 def _int(v: Any) -> Any:

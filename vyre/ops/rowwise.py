@@ -29,7 +29,7 @@ from ..ir import (
 )
 from ..ir.expr import lit
 from ._blocks import Combine, workgroup_combine
-from ._rows import RowLoop
+from ._rows import Access, RowLoop
 from ._runtime import Ctx, OpsError, prepare
 
 __all__ = [
@@ -38,7 +38,7 @@ __all__ = [
     "row_sum", "row_workgroup", "softmax", "softmax_grad", "softmax_grad_program", "softmax_program",
 ]
 
-GPU_UNROLL = 4
+GPU_UNROLL = 8
 CPU_UNROLL = 8
 
 
@@ -50,11 +50,24 @@ def row_workgroup(cols: int) -> int:
     return 256
 
 
+#: The GPU form keeps a row in registers (each invocation loads its elements once) up to this many
+#: elements per invocation: 4096 columns at 256 invocations per row.
+MAX_RESIDENT = 16
+
+
+def row_resident(cols: int, wg: int) -> int:
+    """Elements per invocation of the resident GPU form (a power of two), or 0: loop over the row."""
+    r = 1
+    while wg * r < cols:
+        r *= 2
+    return r if r <= MAX_RESIDENT else 0
+
+
 class _Row:
     """Builds one row-wise program: declares buffers, binds the row's geometry and combines."""
 
-    def __init__(self, gpu: bool, wg: int, stat: str) -> None:
-        self.gpu, self.wg = gpu, wg
+    def __init__(self, gpu: bool, wg: int, stat: str, resident: int = 0) -> None:
+        self.gpu, self.wg, self.resident = gpu, wg, resident if gpu else 0
         self.bufs: list[BufferDecl] = []
         self.body: list[Node] = []
         self.stat = stat
@@ -72,7 +85,8 @@ class _Row:
             let("base", var("r") * var("cols")),
         ]
         lanes = self.wg if self.gpu else 1
-        return RowLoop(self.gpu, lanes, GPU_UNROLL if self.gpu else CPU_UNROLL, lid(), var("base"), var("cols"))
+        return RowLoop(self.gpu, lanes, GPU_UNROLL if self.gpu else CPU_UNROLL, lid(), var("base"), var("cols"),
+                       self.resident)
 
     def combine(self, prefix: str, value: Expr, comb: Combine, t: DataType) -> Expr:
         if not self.gpu:
@@ -95,8 +109,11 @@ class _Row:
         return Program.wrapped(self.bufs, self.wg if self.gpu else 1, body)
 
 
-def _acc(t: DataType) -> DataType:
-    return F64 if t is DataType.F32 else t
+def _acc(t: DataType, resident: int) -> DataType:
+    """Accumulator type of row sums: f64 for f32 rows that are summed sequentially (loops); the
+    resident GPU form sums pairwise (a tree over each invocation's elements, then the shuffle
+    tree), which keeps f32 accurate without the registers f64 would need."""
+    return F64 if t is DataType.F32 and not resident else t
 
 
 def _shift(m: Expr, t: DataType) -> Expr:
@@ -105,15 +122,15 @@ def _shift(m: Expr, t: DataType) -> Expr:
 
 
 @functools.lru_cache(maxsize=64)
-def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
     """``out[r]`` = sum (``kind="sum"``, f32 in f64) or NaN-propagating max (``"max"``) of row ``r``."""
-    b = _Row(gpu, wg, "out")
+    b = _Row(gpu, wg, "out", resident)
     b.buf(read("x", 0, t))
     b.buf(output("out", 1, t))
     rl = b.begin("x")
     comb = Combine.ADD if kind == "sum" else Combine.MAX
-    a = _acc(t) if kind == "sum" else t
-    nodes, part = rl.reduce("s", comb, a, lambda i: cast(a, load("x", i)))
+    a = _acc(t, b.resident) if kind == "sum" else t
+    nodes, part = rl.reduce("s", comb, a, lambda ld: cast(a, ld("x")), ("x",))
     b.stmts += nodes
     total = b.combine("t", part, comb, a)
     b.store_stat("out", cast(t, total))
@@ -124,20 +141,20 @@ def _max_and_sumexp(b: _Row, rl: RowLoop, t: DataType, *, finite_shift: bool) ->
     """Statements for the row's shift ``ms`` and ``S = sum exp(x - ms)``; returns their vars.
     ``finite_shift``: an infinite maximum shifts by 0 (logsumexp: an all -inf row gives -inf, a
     +inf gives +inf); otherwise by the maximum itself (softmax: such rows are NaN, as in PyTorch)."""
-    nodes, part = rl.reduce("m", Combine.MAX, t, lambda i: load("x", i))
+    nodes, part = rl.reduce("m", Combine.MAX, t, lambda ld: ld("x"), ("x",))
     b.stmts += nodes
     b.stmts.append(let("mx", b.combine("mt", part, Combine.MAX, t)))
     b.stmts.append(let("ms", _shift(var("mx"), t) if finite_shift else var("mx")))
-    nodes, part = rl.reduce("e", Combine.ADD, t, lambda i: exp(load("x", i) - var("ms")))
+    nodes, part = rl.reduce("e", Combine.ADD, t, lambda ld: exp(ld("x") - var("ms")), ("x",))
     b.stmts += nodes
     b.stmts.append(let("se", b.combine("et", part, Combine.ADD, t)))
     return var("ms"), var("se")
 
 
 @functools.lru_cache(maxsize=64)
-def logsumexp_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+def logsumexp_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
     """``out[r] = log(sum_j exp(x[r, j]))``, shifted by the row maximum."""
-    b = _Row(gpu, wg, "out")
+    b = _Row(gpu, wg, "out", resident)
     b.buf(read("x", 0, t))
     b.buf(output("out", 1, t))
     rl = b.begin("x")
@@ -147,44 +164,44 @@ def logsumexp_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
 
 
 @functools.lru_cache(maxsize=64)
-def softmax_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+def softmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
     """``y[r, j] = exp(x[r, j] - m) / sum_k exp(x[r, k] - m)`` with ``m`` the row maximum (so a row
     holding NaN or +inf, or only -inf, is NaN throughout, as in PyTorch); ``lse[r] = m + log(sum)``
     (its length gives the row count)."""
-    b = _Row(gpu, wg, "lse")
+    b = _Row(gpu, wg, "lse", resident)
     b.buf(read("x", 0, t))
     b.buf(output("y", 1, t))
     b.buf(output("lse", 2, t))
     rl = b.begin("x")
     ms, se = _max_and_sumexp(b, rl, t, finite_shift=False)
     b.stmts.append(let("inv", lit(1.0, t) / se))
-    b.stmts += rl.each("w", lambda i: [store("y", i, exp(load("x", i) - ms) * var("inv"))])
+    b.stmts += rl.each("w", lambda ld, i: [store("y", i, exp(ld("x") - ms) * var("inv"))], ("x",), ("y",))
     b.store_stat("lse", ms + log(se))
     return b.program()
 
 
 @functools.lru_cache(maxsize=64)
-def layer_norm_program(t: DataType, eps: float, *, gpu: bool, wg: int = 256) -> Program:
+def layer_norm_program(t: DataType, eps: float, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
     """``y = (x - mean) / sqrt(var + eps)`` per row (biased variance, no affine parameters, as
     ``torch.nn.functional.layer_norm(x, (cols,))``); ``mean[r]`` and ``rstd[r]`` are kept for the
     gradient. Two passes over the row, accumulated in f64 for f32."""
-    a = _acc(t)
-    b = _Row(gpu, wg, "mean")
+    b = _Row(gpu, wg, "mean", resident)
+    a = _acc(t, b.resident)
     b.buf(read("x", 0, t))
     b.buf(output("y", 1, t))
     b.buf(output("mean", 2, t))
     b.buf(output("rstd", 3, t))
     rl = b.begin("x")
-    nodes, part = rl.reduce("s", Combine.ADD, a, lambda i: cast(a, load("x", i)))
+    nodes, part = rl.reduce("s", Combine.ADD, a, lambda ld: cast(a, ld("x")), ("x",))
     b.stmts += nodes
     b.stmts.append(let("mu", b.combine("st", part, Combine.ADD, a) / cast(a, var("cols"))))
-    nodes, part = rl.reduce("v", Combine.ADD, a, lambda i: _sq(cast(a, load("x", i)) - var("mu")))
+    nodes, part = rl.reduce("v", Combine.ADD, a, lambda ld: _sq(cast(a, ld("x")) - var("mu")), ("x",))
     b.stmts += nodes
     b.stmts.append(let("var_", b.combine("vt", part, Combine.ADD, a) / cast(a, var("cols"))))
     b.stmts.append(let("rs", lit(1.0, a) / unop(UnOpKind.SQRT, var("var_") + lit(eps, a))))
     b.stmts.append(let("mu_t", cast(t, var("mu"))))
     b.stmts.append(let("rs_t", cast(t, var("rs"))))
-    b.stmts += rl.each("w", lambda i: [store("y", i, (load("x", i) - var("mu_t")) * var("rs_t"))])
+    b.stmts += rl.each("w", lambda ld, i: [store("y", i, (ld("x") - var("mu_t")) * var("rs_t"))], ("x",), ("y",))
     b.store_stat("mean", var("mu_t"))
     b.store_stat("rstd", var("rs_t"))
     return b.program()
@@ -199,41 +216,41 @@ def _sq(e: Expr) -> Expr:
 
 
 @functools.lru_cache(maxsize=64)
-def softmax_grad_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+def softmax_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
     """``dx = y * (g - sum_j g_j y_j)`` per row; ``d[r]`` gets the row's ``sum g y``."""
-    b = _Row(gpu, wg, "d")
+    b = _Row(gpu, wg, "d", resident)
     b.buf(read("y", 0, t))
     b.buf(read("g", 1, t))
     b.buf(output("dx", 2, t))
     b.buf(output("d", 3, t))
     rl = b.begin("y")
-    nodes, part = rl.reduce("s", Combine.ADD, t, lambda i: load("g", i) * load("y", i))
+    nodes, part = rl.reduce("s", Combine.ADD, t, lambda ld: ld("g") * ld("y"), ("g", "y"))
     b.stmts += nodes
     b.stmts.append(let("gy", b.combine("st", part, Combine.ADD, t)))
-    b.stmts += rl.each("w", lambda i: [store("dx", i, load("y", i) * (load("g", i) - var("gy")))])
+    b.stmts += rl.each("w", lambda ld, i: [store("dx", i, ld("y") * (ld("g") - var("gy")))], ("y", "g"), ("dx",))
     b.store_stat("d", var("gy"))
     return b.program()
 
 
 @functools.lru_cache(maxsize=64)
-def logsumexp_grad_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+def logsumexp_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
     """``dx[r, j] = g[r] * exp(x[r, j] - lse[r])`` (the softmax of the row, scaled)."""
-    b = _Row(gpu, wg, "lse")
+    b = _Row(gpu, wg, "lse", resident)
     b.buf(read("x", 0, t))
     b.buf(read("lse", 1, t))
     b.buf(read("g", 2, t))
     b.buf(output("dx", 3, t))
     rl = b.begin("x")
     b.stmts += [let("l", load("lse", var("r"))), let("gr", load("g", var("r")))]
-    b.stmts += rl.each("w", lambda i: [store("dx", i, var("gr") * exp(load("x", i) - var("l")))])
+    b.stmts += rl.each("w", lambda ld, i: [store("dx", i, var("gr") * exp(ld("x") - var("l")))], ("x",), ("dx",))
     return b.program()
 
 
 @functools.lru_cache(maxsize=64)
-def layer_norm_grad_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program:
+def layer_norm_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
     """``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` per row, ``xhat = (x - mean) * rstd``."""
-    a = _acc(t)
-    b = _Row(gpu, wg, "mean")
+    b = _Row(gpu, wg, "mean", resident)
+    a = _acc(t, b.resident)
     b.buf(read("x", 0, t))
     b.buf(read("g", 1, t))
     b.buf(read("mean", 2, t))
@@ -242,17 +259,17 @@ def layer_norm_grad_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program
     rl = b.begin("x")
     b.stmts += [let("mu", load("mean", var("r"))), let("rs", load("rstd", var("r")))]
 
-    def xhat(i: Expr) -> Expr:
-        return (load("x", i) - var("mu")) * var("rs")
+    def xhat(ld: Access) -> Expr:
+        return (ld("x") - var("mu")) * var("rs")
 
-    nodes, part = rl.reduce("g", Combine.ADD, a, lambda i: cast(a, load("g", i)))
+    nodes, part = rl.reduce("g", Combine.ADD, a, lambda ld: cast(a, ld("g")), ("g",))
     b.stmts += nodes
     b.stmts.append(let("mg", cast(t, b.combine("gt", part, Combine.ADD, a) / cast(a, var("cols")))))
-    nodes, part = rl.reduce("h", Combine.ADD, a, lambda i: cast(a, load("g", i) * xhat(i)))
+    nodes, part = rl.reduce("h", Combine.ADD, a, lambda ld: cast(a, ld("g") * xhat(ld)), ("g", "x"))
     b.stmts += nodes
     b.stmts.append(let("mgx", cast(t, b.combine("ht", part, Combine.ADD, a) / cast(a, var("cols")))))
-    b.stmts += rl.each("w", lambda i: [
-        store("dx", i, var("rs") * (load("g", i) - var("mg") - xhat(i) * var("mgx")))])
+    b.stmts += rl.each("w", lambda ld, i: [
+        store("dx", i, var("rs") * (ld("g") - var("mg") - xhat(ld) * var("mgx")))], ("g", "x"), ("dx",))
     return b.program()
 
 
@@ -260,13 +277,16 @@ def layer_norm_grad_program(t: DataType, *, gpu: bool, wg: int = 256) -> Program
 # Functions
 
 
-def _rows(ctx: Ctx, shape: tuple[int, ...]) -> tuple[int, int, bool, int]:
-    rows, cols = shape
-    gpu = ctx.gpu_form
-    return rows, cols, gpu, row_workgroup(cols) if gpu else 1
+def _form(ctx: Ctx, cols: int) -> dict[str, Any]:
+    """The program form's keyword arguments for rows of ``cols`` elements."""
+    if not ctx.gpu_form:
+        return {"gpu": False, "wg": 1, "resident": 0}
+    wg = row_workgroup(cols)
+    return {"gpu": True, "wg": wg, "resident": row_resident(cols, wg)}
 
 
-def _prep(named: dict[str, Any], backend: str | None, gpu_form: bool | None) -> tuple[Ctx, dict, int, int, bool, int]:
+def _prep(named: dict[str, Any], backend: str | None, gpu_form: bool | None
+          ) -> tuple[Ctx, dict, int, int, dict[str, Any]]:
     ctx, arrs = prepare(named, backend)
     if gpu_form is not None:
         ctx.gpu_form = gpu_form
@@ -274,17 +294,17 @@ def _prep(named: dict[str, Any], backend: str | None, gpu_form: bool | None) -> 
     if len(first.shape) != 2:
         raise OpsError(f"{next(iter(named))} has shape {first.shape}; row-wise ops take a 2-D array "
                        "(rows, cols) and reduce along the last axis. Fix: reshape it to 2-D")
-    rows, cols, gpu, wg = _rows(ctx, first.shape)
-    return ctx, arrs, rows, cols, gpu, wg
+    rows, cols = first.shape
+    return ctx, arrs, rows, cols, _form(ctx, cols)
 
 
 def _row_reduce(kind: str, x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
-    ctx, arrs, rows, cols, gpu, wg = _prep({"x": x}, backend, gpu_form)
+    ctx, arrs, rows, _, kw = _prep({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     out = ctx.empty(rows, t)
     if rows:
-        prog = (row_program(kind, t, gpu=gpu, wg=wg) if kind in ("sum", "max")
-                else logsumexp_program(t, gpu=gpu, wg=wg))
+        prog = (row_program(kind, t, **kw) if kind in ("sum", "max")
+                else logsumexp_program(t, **kw))
         ctx.run(prog, {"x": arrs["x"].data, "out": out}, rows)
     return ctx.result(out, (rows,))
 
@@ -307,23 +327,23 @@ def logsumexp(x: Any, *, backend: str | None = None) -> Any:
 def softmax(x: Any, *, backend: str | None = None, return_lse: bool = False,
             _gpu_form: bool | None = None) -> Any:
     """Row softmax of a 2-D array; with ``return_lse`` also each row's log-sum-exp."""
-    ctx, arrs, rows, cols, gpu, wg = _prep({"x": x}, backend, _gpu_form)
+    ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, _gpu_form)
     t = arrs["x"].dtype
     y, lse = ctx.empty(rows * cols, t), ctx.empty(rows, t)
     if rows:
-        ctx.run(softmax_program(t, gpu=gpu, wg=wg), {"x": arrs["x"].data, "y": y, "lse": lse}, rows)
+        ctx.run(softmax_program(t, **kw), {"x": arrs["x"].data, "y": y, "lse": lse}, rows)
     ys = ctx.result(y, (rows, cols))
     return (ys, ctx.result(lse, (rows,))) if return_lse else ys
 
 
 def softmax_grad(y: Any, g: Any, *, backend: str | None = None, _gpu_form: bool | None = None) -> Any:
     """The vector-Jacobian product of softmax: ``dx`` for the softmax output ``y`` and cotangent ``g``."""
-    ctx, arrs, rows, cols, gpu, wg = _prep({"y": y, "g": g}, backend, _gpu_form)
+    ctx, arrs, rows, cols, kw = _prep({"y": y, "g": g}, backend, _gpu_form)
     _same_shape(arrs, ("y", "g"))
     t = arrs["y"].dtype
     dx, d = ctx.empty(rows * cols, t), ctx.empty(rows, t)
     if rows:
-        ctx.run(softmax_grad_program(t, gpu=gpu, wg=wg),
+        ctx.run(softmax_grad_program(t, **kw),
                 {"y": arrs["y"].data, "g": arrs["g"].data, "dx": dx, "d": d}, rows)
     return ctx.result(dx, (rows, cols))
 
@@ -331,7 +351,7 @@ def softmax_grad(y: Any, g: Any, *, backend: str | None = None, _gpu_form: bool 
 def logsumexp_grad(x: Any, lse: Any, g: Any, *, backend: str | None = None,
                    _gpu_form: bool | None = None) -> Any:
     """``dx`` of ``logsumexp(x)`` (whose value is ``lse``) for the per-row cotangent ``g``."""
-    ctx, arrs, rows, cols, gpu, wg = _prep({"x": x, "lse": lse, "g": g}, backend, _gpu_form)
+    ctx, arrs, rows, cols, kw = _prep({"x": x, "lse": lse, "g": g}, backend, _gpu_form)
     for name in ("lse", "g"):
         if arrs[name].shape != (rows,):
             raise OpsError(f"{name} has shape {arrs[name].shape}, expected ({rows},) (one per row of x). "
@@ -339,7 +359,7 @@ def logsumexp_grad(x: Any, lse: Any, g: Any, *, backend: str | None = None,
     t = arrs["x"].dtype
     dx = ctx.empty(rows * cols, t)
     if rows:
-        ctx.run(logsumexp_grad_program(t, gpu=gpu, wg=wg),
+        ctx.run(logsumexp_grad_program(t, **kw),
                 {"x": arrs["x"].data, "lse": arrs["lse"].data, "g": arrs["g"].data, "dx": dx}, rows)
     return ctx.result(dx, (rows, cols))
 
@@ -350,11 +370,11 @@ def layer_norm(x: Any, eps: float = 1e-5, *, backend: str | None = None, return_
     ``return_stats`` also the per-row ``mean`` and ``rstd`` that :func:`layer_norm_grad` takes."""
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
         raise OpsError(f"eps must be a finite float >= 0, got {eps!r}. Fix: pass e.g. eps=1e-5")
-    ctx, arrs, rows, cols, gpu, wg = _prep({"x": x}, backend, _gpu_form)
+    ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, _gpu_form)
     t = arrs["x"].dtype
     y, mean, rstd = ctx.empty(rows * cols, t), ctx.empty(rows, t), ctx.empty(rows, t)
     if rows:
-        ctx.run(layer_norm_program(t, float(eps), gpu=gpu, wg=wg),
+        ctx.run(layer_norm_program(t, float(eps), **kw),
                 {"x": arrs["x"].data, "y": y, "mean": mean, "rstd": rstd}, rows)
     ys = ctx.result(y, (rows, cols))
     return (ys, ctx.result(mean, (rows,)), ctx.result(rstd, (rows,))) if return_stats else ys
@@ -363,7 +383,7 @@ def layer_norm(x: Any, eps: float = 1e-5, *, backend: str | None = None, return_
 def layer_norm_grad(x: Any, g: Any, mean: Any, rstd: Any, *, backend: str | None = None,
                     _gpu_form: bool | None = None) -> Any:
     """``dx`` of :func:`layer_norm` for cotangent ``g``, from the statistics it returned."""
-    ctx, arrs, rows, cols, gpu, wg = _prep({"x": x, "g": g, "mean": mean, "rstd": rstd}, backend, _gpu_form)
+    ctx, arrs, rows, cols, kw = _prep({"x": x, "g": g, "mean": mean, "rstd": rstd}, backend, _gpu_form)
     _same_shape(arrs, ("x", "g"))
     for name in ("mean", "rstd"):
         if arrs[name].shape != (rows,):
@@ -372,7 +392,7 @@ def layer_norm_grad(x: Any, g: Any, mean: Any, rstd: Any, *, backend: str | None
     t = arrs["x"].dtype
     dx = ctx.empty(rows * cols, t)
     if rows:
-        ctx.run(layer_norm_grad_program(t, gpu=gpu, wg=wg),
+        ctx.run(layer_norm_grad_program(t, **kw),
                 {n: arrs[n].data for n in ("x", "g", "mean", "rstd")} | {"dx": dx}, rows)
     return ctx.result(dx, (rows, cols))
 

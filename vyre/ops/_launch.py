@@ -1,0 +1,139 @@
+"""Launching an op's passes on CUDA without re-checking what the op built itself.
+
+``vyre.dispatch`` checks every array on every call (names, dtypes, lengths, contiguity, overlap,
+launch coverage) and numba re-derives every argument: tens to hundreds of microseconds of host
+time per launch, more than a reduction of 2^26 elements takes on an H100. An op's arrays are
+already known to be right: the op checked the caller's inputs (vyre.ops._runtime.prepare) and
+allocated everything else flat, contiguous and of the program's element types. So the first
+launch of each program goes through ``dispatch`` (which compiles it and checks everything once),
+and later launches pack numba's kernel ABI for the new arrays (per array: meminfo, parent, nitems,
+itemsize, data, shape, stride) and call ``cuLaunchKernelEx`` directly, on the stream ``dispatch``
+would use (PyTorch's current stream for tensors, else the legacy default stream).
+
+Where the driver entry point cannot be reached, every launch goes through ``dispatch``."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..driver.dispatch import compile as vcompile
+from ..driver.dispatch import dispatch
+from ..errors import DispatchError
+from ..ir import Program
+
+__all__ = ["launch"]
+
+
+@dataclass(frozen=True)
+class _Lean:
+    func: ctypes.c_void_p
+    order: tuple[tuple[str, int], ...]  # storage buffer name, element size, in kernel order
+    block: tuple[int, int, int]
+    flat: bool  # a flat kernel (vyre.codegen.flat) also takes (invocations, invocations per thread)
+
+
+_lean: dict[int, tuple[Program, _Lean | None]] = {}
+_lock = threading.Lock()
+
+
+def _ptr(a: Any) -> int:
+    mod = type(a).__module__
+    if mod.startswith("cupy"):
+        return int(a.data.ptr)
+    if mod.startswith("torch"):
+        return int(a.data_ptr())
+    return int(a.__cuda_array_interface__["data"][0])
+
+
+def _build(program: Program) -> _Lean | None:
+    try:
+        from cuda.bindings import driver as cu
+
+        from ..driver.fast_launch import driver_launcher
+
+        k = vcompile(program, "cuda")
+        overloads = list(k._fn.overloads.values())
+        if len(overloads) != 1 or not driver_launcher().extended:
+            return None
+        err, func = cu.cuKernelGetFunction(overloads[0]._codelibrary.get_cufunc().handle)
+        if int(err) != 0:
+            return None
+    except Exception:  # no driver bindings: dispatch keeps working
+        return None
+    order = tuple((b.name, b.element.size_bytes) for b in program.buffers if not b.is_workgroup)
+    return _Lean(ctypes.c_void_p(int(func)), order, program.workgroup_size, k.flat)
+
+
+def launch(program: Program, arrays: Mapping[str, Any], grid: int, backend: str) -> None:
+    """Run ``program`` over ``grid`` workgroups; every storage buffer must be in ``arrays`` (flat,
+    contiguous, of its element type: the op's contract)."""
+    if backend != "cuda":
+        dispatch(program, arrays, backend=backend, grid=grid, return_device=backend == "cudasim")
+        return
+    hit = _lean.get(id(program))
+    if hit is None or hit[0] is not program:
+        dispatch(program, arrays, backend="cuda", grid=grid, return_device=True)
+        with _lock:
+            _lean[id(program)] = (program, _build(program))
+        return
+    lean = hit[1]
+    if lean is None:
+        dispatch(program, arrays, backend="cuda", grid=grid, return_device=True)
+        return
+    from ..driver.fast_launch import LaunchConfig, driver_launcher, launch_stream
+
+    vals: list[int] = []
+    for name, item in lean.order:
+        a = arrays[name]
+        n = int(a.shape[0])
+        vals += [0, 0, n, item, _ptr(a), n, item]
+    if lean.flat:
+        # one invocation per thread, blocks of the program's workgroup size: the grid the op
+        # computed covers its invocations exactly as a general kernel's would
+        vals += [grid * lean.block[0], 1]
+    packed = (ctypes.c_int64 * len(vals))(*vals)
+    base = ctypes.addressof(packed)
+    ptrs = (ctypes.c_void_p * len(vals))(*range(base, base + 8 * len(vals), 8))
+    stream = launch_stream(arrays)
+    cfg = LaunchConfig(grid, 1, 1, *lean.block, 0, stream or None, None, 0)
+    err = driver_launcher().fn(ctypes.byref(cfg), lean.func, ptrs, None)
+    if err:
+        raise DispatchError(f"the CUDA driver refused an op's launch (CUDA error {err}). Fix: check the "
+                            "device state (a previous kernel may have faulted)")
+
+
+_resident: dict[int, tuple[Program, int]] = {}
+
+
+def resident_workgroups(program: Program) -> int | None:
+    """How many workgroups of ``program`` the current GPU holds at once (SMs times the occupancy
+    of its compiled kernel), or None where the driver cannot say. A grid-stride reduction launched
+    with exactly this many runs in one wave: no workgroup waits for another to finish. The first
+    call compiles the kernel (one launch over one-element arrays)."""
+    hit = _resident.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    from numba import cuda
+
+    tiny = {b.name: cuda.device_array(1, b.element.np_dtype) for b in program.buffers if not b.is_workgroup}
+    launch(program, tiny, 1, "cuda")
+    lean = _lean.get(id(program), (program, None))[1]
+    if lean is None:
+        return None
+    try:
+        from cuda.bindings import driver as cu
+
+        err, per_sm = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            lean.func.value, lean.block[0] * lean.block[1] * lean.block[2], 0)
+        if int(err) != 0 or int(per_sm) < 1:
+            return None
+        n = int(per_sm) * int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    except Exception:
+        return None
+    with _lock:
+        _resident[id(program)] = (program, n)
+    return n
