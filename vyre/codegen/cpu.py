@@ -26,8 +26,7 @@ from .emit import CODEGEN_VERSION, AtomicSite, Binding, Emitter, has_return, use
 from .flat import is_tunable
 from .cpu_narrow import NARROW_PRELUDE, OPAQUE_IMPORT, CpuEmitter, id_lines
 from .cpu_private import private_atomics, private_parallel_entry
-from .inline import inline_calls
-from .simplify import simplify
+from .pipeline import lower
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
 
@@ -466,7 +465,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
     program is race free, ``vyre_kernel_parallel`` with the same arguments (``VYRE_PARALLEL``).
     ``vectorize=False`` is the safe mode (vyre/driver/cpu_selfcheck.py): every kernel is compiled
     when the module is imported, with numba's loop vectoriser off."""
-    program = simplify(inline_calls(program))
+    program = lower(program)  # the pass pipeline (vyre/codegen/pipeline.py)
     storage = [b for b in program.buffers if not b.is_workgroup]
     shared = [b for b in program.buffers if b.is_workgroup]
     src = {b.name: f"b{i}_{b.name}" for i, b in enumerate(storage)}

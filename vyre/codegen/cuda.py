@@ -12,8 +12,7 @@ from ..ir import (
 )
 from .emit import AtomicSite, CODEGEN_VERSION, Binding, Emitter
 from .flat import is_tunable
-from .inline import inline_calls
-from .simplify import simplify
+from .pipeline import lower
 from .interleave import INTERLEAVE, Interleaver, worth_interleaving
 from .ops import BINOP_EMIT, CTOR, F32_HELPERS
 from .prelude import PRELUDE
@@ -218,7 +217,7 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
 
     The program must be valid. Launch it with blocks = grid and threads = program.workgroup_size,
     passing one 1-D contiguous array per storage buffer in declaration order."""
-    program = simplify(inline_calls(program))
+    program = lower(program)  # the pass pipeline (vyre/codegen/pipeline.py)
     storage = [b for b in program.buffers if not b.is_workgroup]
     shared = [b for b in program.buffers if b.is_workgroup]
     buffer_src = {b.name: f"b{i}_{b.name}" for i, b in enumerate(storage)}
