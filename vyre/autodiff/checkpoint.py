@@ -105,10 +105,15 @@ class TapePlan:
 
     def finish(self, body: tuple[Node, ...], used: set[str]) -> tuple[Node, ...]:
         """``body`` with ``G`` read from the length of a tape that survived dead-code elimination
-        (``G`` is only live when one did)."""
+        (``G`` is only live when one did); without one, ``C`` becomes a constant (and ``used``
+        loses ``tape_info``)."""
         live = [b for b in self.buffers if b in used]
         if not live:
-            return body
+            # No tape survived (the adjoints never read carried values): every loop reverses in
+            # one-iteration segments, so ``C`` is unbounded and ``tape_info`` is not needed.
+            used.discard(self.info)
+            c = Let(self.c, LitU32(0xFFFFFFFF))
+            return tuple(c if isinstance(n, Let) and n.name == self.c else n for n in body)
         g = Let(self.g, _b(BinOpKind.DIV, BufLen(live[0]), Var(self.c)))
         return tuple(g if isinstance(n, Let) and n.name == self.g else n for n in body)
 

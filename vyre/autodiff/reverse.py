@@ -119,7 +119,7 @@ class _Reverse:
         """Whether adjoint ``e`` may be a structural zero (see :attr:`zeroable`)."""
         if isinstance(e, Var):
             return e.name in self.zeroable
-        if isinstance(e, Select):
+        if isinstance(e, Select) or _is_zero(e):
             return True
         return any(self.may_be_zero(x) for x in children(e) if not isinstance(x, Load))
 
@@ -477,8 +477,10 @@ class _Reverse:
         adjc: dict[str, str] = {}
         for c in act_carried:
             adjc[c.name] = fresh("adjc")
-            self.zeroable.add(adjc[c.name])
-            out.append(Let(adjc[c.name], env.adj.get(c.name, lit(0.0, c.ty))))
+            d0 = env.adj.get(c.name, lit(0.0, c.ty))
+            if self.may_be_zero(d0):  # else only if the body can make it zero (below)
+                self.zeroable.add(adjc[c.name])
+            out.append(Let(adjc[c.name], d0))
         nseg = fresh("nseg")
         out.append(Let(nseg, Select(_b(BinOpKind.EQ, n, u32(0)), u32(0), _b(BinOpKind.DIV, _b(
             BinOpKind.ADD, n, _b(BinOpKind.SUB, stride, u32(1))), stride))))
@@ -522,17 +524,26 @@ class _Reverse:
         far = _b(BinOpKind.AND, Var(multi), _b(BinOpKind.GE, Var(tt), ss))
         it.append(Loop(f, u32(0), Select(far, Var(tt), u32(0)),
                        tuple(advance(cc, _b(BinOpKind.ADD, first, Var(f)), []))))
-        i = self.names.copy_of(s.var)
-        it.append(Let(i, _b(BinOpKind.ADD, first, Var(tt))))
-        sub2: dict[str, Expr] = {s.var: Var(i), **{n_: Var(m) for n_, m in cc.items()}}
-        copy = rename(s.body, sub2, self.names)
-        it += self.replay(copy)
-        child = _Env({}, dict(child_proto.acc))
-        for c in act_carried:
-            self.contribute(child, it, substitute(c.next, sub2), Var(adjc[c.name]))
-        self.block(copy, child, it)
-        it += parallel_assign([(adjc[c.name], child.adj.get(cc[c.name], lit(0.0, c.ty)))
-                               for c in act_carried], self.names)
+        head = it
+        for _ in range(2):
+            # Built once assuming the carried adjoints are never a structural zero; if the body
+            # can make one zero (an untaken select arm), rebuilt with their rules guarded.
+            it = list(head)
+            i = self.names.copy_of(s.var)
+            it.append(Let(i, _b(BinOpKind.ADD, first, Var(tt))))
+            sub2: dict[str, Expr] = {s.var: Var(i), **{n_: Var(m) for n_, m in cc.items()}}
+            copy = rename(s.body, sub2, self.names)
+            it += self.replay(copy)
+            child = _Env({}, dict(child_proto.acc))
+            for c in act_carried:
+                self.contribute(child, it, substitute(c.next, sub2), Var(adjc[c.name]))
+            self.block(copy, child, it)
+            nexts = [(adjc[c.name], child.adj.get(cc[c.name], lit(0.0, c.ty))) for c in act_carried]
+            late = [a for a, d in nexts if a not in self.zeroable and self.may_be_zero(d)]
+            if not late:
+                break
+            self.zeroable.update(late)
+        it += parallel_assign(nexts, self.names)
         seg.append(Loop(r2, u32(0), Var(ln), tuple(it)))
         out.append(Loop(rs, u32(0), Var(nseg), tuple(seg)))
         self.close_scope(env, new)
@@ -566,6 +577,10 @@ def _linear_in(e: Expr, d: Expr) -> bool:
             return (_linear_in(a, d) and _is_lit(b)) or (_is_lit(a) and _linear_in(b, d))
         case _:
             return False
+
+
+def _is_zero(e: Expr) -> bool:
+    return isinstance(e, LitF32 | LitF64) and e.value == 0.0
 
 
 def _is_lit(e: Expr) -> bool:
