@@ -143,6 +143,60 @@ def run_case(name: str, backend: str) -> dict[str, list[float]]:
     return out
 
 
+def generated_cases() -> list[tuple[str, Program, dict[str, np.ndarray], list[str]]]:
+    """A deterministic handful of issue 11's generated shapes (tests/autodiff_classes.py)."""
+    from tests.autodiff_classes import carried_loops, guarded_singular, initial_reads, sync_programs
+
+    out: list[tuple[str, Program, dict[str, np.ndarray], list[str]]] = []
+    for label, strategy, count, wrt in (("carried", carried_loops(), 3, ["x"]), ("initial", initial_reads(), 2, ["x"]),
+                                        ("guarded", guarded_singular(), 3, ["x"]),
+                                        ("sync", sync_programs(), 2, ["x", "y"])):
+        found = _draw(strategy, count)
+        out += [(f"{label}_{k}", c.program, c.inputs, wrt) for k, c in enumerate(found[:count])]
+    return out
+
+
+def _draw(strategy, count: int) -> list:
+    """The first ``count`` examples Hypothesis draws from ``strategy`` (derandomized)."""
+    from hypothesis import HealthCheck, given, settings
+
+    found: list = []
+
+    @settings(max_examples=count, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(case) -> None:
+        found.append(case)
+
+    collect()
+    return found
+
+
+def run_generated(backend: str) -> dict[str, dict[str, list[float]]]:
+    res = {}
+    for name, prog, inputs, wrt in generated_cases():
+        cot = np.linspace(0.5, 1.5, inputs["out"].size)
+        grid = (max(1, inputs["x"].size // prog.workgroup_size[0]), 1, 1)
+        g = vjp(prog, inputs, {"out": cot}, wrt, backend=backend, grid=grid)
+        res[name] = {w: np.asarray(g[w], np.float64).tolist() for w in wrt}
+    return res
+
+
+def test_cudasim_generated_issue11_shapes_match_interpreter() -> None:
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    proc = subprocess.run([sys.executable, "-m", "tests.test_autodiff_backends", "cudasim-generated"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=900)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or len(rows) != 1:
+        pytest.fail(f"simulator run failed (rc={proc.returncode}):\n{proc.stderr[-3000:]}")
+    want = run_generated("interp")
+    got = rows[0]
+    assert set(got) == set(want)
+    for name in want:
+        for w in want[name]:
+            np.testing.assert_allclose(got[name][w], want[name][w], rtol=1e-9, atol=1e-9, err_msg=f"{name}: {w}")
+
+
 def _compare(name: str, got: dict[str, list[float]], want: dict[str, list[float]]) -> None:
     rtol = 1e-5 if CASES[name][2] is np.float32 else 1e-11
     for k in want:
@@ -171,6 +225,9 @@ def test_cudasim_backward_matches_interpreter(reference) -> None:
 
 
 if __name__ == "__main__":
-    backend = sys.argv[1]
-    for case in CASES:
-        print(json.dumps({"case": case, "result": run_case(case, backend)}), flush=True)
+    mode = sys.argv[1]
+    if mode == "cudasim-generated":
+        print(json.dumps(run_generated("cudasim")), flush=True)
+    else:
+        for case in CASES:
+            print(json.dumps({"case": case, "result": run_case(case, mode)}), flush=True)
