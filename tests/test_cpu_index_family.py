@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vyre.driver import cpu_selfcheck
 from vyre.driver.dispatch import compile as vcompile
 from vyre.ir import (
     I32, U32, BinOpKind, BufferDecl, Expr, Program, assign, atomic_add, barrier, binop, buflen, cast, gid,
@@ -76,11 +77,13 @@ def family_programs(draw: Any) -> tuple[Program, int, int, int]:
     body: list[Any] = [let("k", u32(k)), let("k_i", i32(k)), let("i", base)]
     if form == "lockstep":
         body.append(barrier())
+    # the access LLVM compared the family's index with: gid, or another stride and start
+    companion = draw(st.sampled_from([gid(), gid() * u32(3), gid() + u32(1)]))
     if kind == "load":
         body.append(store(out, gid(), x[draw(index_exprs(i))]))
     elif kind == "store":  # every writer of out2[s] writes the same value: order cannot matter
         s = draw(index_exprs(i))
-        body += [store(out, gid(), x[gid()]), store(out2, s, s * u32(2654435761) + u32(1))]
+        body += [store(out, companion, x[gid()]), store(out2, s, s * u32(2654435761) + u32(1))]
     elif kind == "loop":
         lj, sj = draw(index_exprs(j)), draw(index_exprs(j))
         body += [let("acc", u32(0)),
@@ -92,7 +95,7 @@ def family_programs(draw: Any) -> tuple[Program, int, int, int]:
     else:
         hist = output("hist", 3, U32)
         bufs.append(hist)
-        body += [store(out, gid(), x[gid()]), let("unused", atomic_add(hist, draw(index_exprs(i)), u32(1)))]
+        body += [store(out, companion, x[gid()]), let("unused", atomic_add(hist, draw(index_exprs(i)), u32(1)))]
     return Program.wrapped(bufs, WG, body), lx, l2, lh
 
 
@@ -112,6 +115,8 @@ def _inputs(prog: Program, lx: int, l2: int, lh: int) -> dict[str, np.ndarray]:
 
 
 def check_program(prog: Program, lx: int, l2: int, lh: int) -> None:
+    # in safe mode (the self-check failed) these would pass without testing the vectorised kernels
+    assert cpu_selfcheck.vectorize_ok(), "the CPU self-check failed on this machine (tests/test_cpu_selfcheck.py)"
     arrays = _inputs(prog, lx, l2, lh)
     want = vcompile(prog, "interp")({n: a.copy() for n, a in arrays.items()}, grid=(GROUPS,))
     k = vcompile(prog, "cpu")
@@ -153,6 +158,7 @@ def test_issue_reproducers(index: str) -> None:
          "(gid << 30) >> 30": (g << u32(30)) >> u32(30), "gid - gid / 4 * 4": g - g / u32(4) * u32(4),
          "i32(gid) % 4": cast(U32, cast(I32, g) % i32(4))}[index]
     prog = _issue_program(e)
+    assert cpu_selfcheck.vectorize_ok()  # as in check_program
     k = vcompile(prog, "cpu")
     x = np.array([10, 11, 12, 13], np.uint32)
     want = vcompile(prog, "interp")({"x": x, "out": np.zeros(128, np.uint32)}, grid=(2,))["out"]
