@@ -136,6 +136,7 @@ def write(backend: str, rec: Record) -> Path | None:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(encode(rec))
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the entry from other users of the cache
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -166,7 +167,7 @@ def _entries(root: Path) -> Iterator[_Entry]:
             for f in pycache.iterdir():
                 compiled.setdefault(f.name.split(".", 1)[0], []).append(f)
         for f in backend_dir.iterdir():
-            if not f.is_file() or f.name.startswith(".tmp-"):
+            if not f.is_file() or f.name.startswith("."):  # temporary files, the eviction lock
                 continue
             group = [f, *compiled.pop(f.stem, [])] if f.suffix == ".py" else [f]
             yield _group(group)
@@ -190,7 +191,19 @@ def evict(limit: int | None = None) -> int:
     limit = read_settings().cache_max_bytes if limit is None else limit
     if limit <= 0:
         return 0
-    entries = list(_entries(kernels_root()))
+    import filelock  # deferred: only writers evict
+
+    root = kernels_root()
+    try:
+        # one evicting process at a time; another one already evicting makes this one's pass moot
+        with filelock.FileLock(root / ".evict.lock", timeout=0):
+            return _evict(root, limit)
+    except (filelock.Timeout, OSError):
+        return 0
+
+
+def _evict(root: Path, limit: int) -> int:
+    entries = list(_entries(root))
     total = sum(e.size for e in entries)
     removed = 0
     for e in sorted(entries, key=lambda e: e.used):
