@@ -153,4 +153,10 @@ class RowLoop:
                 out += [if_(j.lt(self.cols), s)] if guarded else s
             return out
 
+        if not self.gpu:
+            # one element per iteration: a loop LLVM vectorises (exp, stores), where the unrolled
+            # steps' chains of conditions keep it scalar (measured 5x on a softmax's exp pass)
+            j = var(f"{prefix}_q")
+            return [loop(f"{prefix}_q", u32(0), self.cols, [
+                if_(self.in_range([j], reads + writes), stmts(self._access(self.base + j, j), self.base + j))])]
         return self._indices(prefix, body, reads + writes)

@@ -173,9 +173,20 @@ def softmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0)
     b.buf(output("y", 1, t))
     b.buf(output("lse", 2, t))
     rl = b.begin("x")
-    ms, se = _max_and_sumexp(b, rl, t, finite_shift=False)
-    b.stmts.append(let("inv", lit(1.0, t) / se))
-    b.stmts += rl.each("w", lambda ld, i: [store("y", i, exp(ld("x") - ms) * var("inv"))], ("x",), ("y",))
+    if gpu:
+        ms, se = _max_and_sumexp(b, rl, t, finite_shift=False)
+        b.stmts.append(let("inv", lit(1.0, t) / se))
+        b.stmts += rl.each("w", lambda ld, i: [store("y", i, exp(ld("x") - ms) * var("inv"))], ("x",), ("y",))
+    else:
+        # CPU: the exponentials in an elementwise pass (vectorised), then sum and scale what it stored
+        nodes, part = rl.reduce("m", Combine.MAX, t, lambda ld: ld("x"), ("x",))
+        b.stmts += [*nodes, let("mx", part)]
+        ms = var("mx")
+        b.stmts += rl.each("e", lambda ld, i: [store("y", i, exp(ld("x") - ms))], ("x",), ("y",))
+        nodes, part = rl.reduce("s", Combine.ADD, t, lambda ld: ld("y"), ("y",))
+        b.stmts += [*nodes, let("se", part), let("inv", lit(1.0, t) / var("se"))]
+        se = var("se")
+        b.stmts += rl.each("w", lambda ld, i: [store("y", i, ld("y") * var("inv"))], ("y",), ("y",))
     b.store_stat("lse", ms + log(se))
     return b.program()
 
