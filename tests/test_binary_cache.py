@@ -193,6 +193,19 @@ def test_damaged_entries_are_rebuilt_never_used(cache_dir: Path, how: str) -> No
     assert k3.cache_hit and k3._module is not None and run(k3) == (X * 3).tolist()
 
 
+def test_the_binary_key_covers_order_cpu_and_numbas_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = scale_program()
+    q = Program(tuple(reversed(p.buffers)), p.workgroup_size, p.entry)  # same fingerprint, other order
+    parts: list[str | bytes] = [p.fingerprint(), "cpu", "parallel=True"]
+    base = cpu_compile.binary_key(p, parts)
+    assert cpu_compile.binary_key(q, parts) != base
+    for name, value in (("NUMBA_OPT", "0"), ("NUMBA_CPU_NAME", "generic"), ("NUMBA_CPU_FEATURES", "")):
+        with monkeypatch.context() as m:
+            m.setenv(name, value)
+            assert cpu_compile.binary_key(p, parts) != base, name
+    assert cpu_compile.binary_key(p, parts) == base
+
+
 # ---- size limit, info, clear --------------------------------------------------------------------
 def test_least_recently_used_entries_go_first(cache_dir: Path) -> None:
     for f in (2.0, 3.0, 4.0):

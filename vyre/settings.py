@@ -122,6 +122,9 @@ class Settings:
     num_threads: int = 1
     numba_cpu_name: str | None = None
     numba_cpu_features: str | None = None
+    #: every ``NUMBA_*`` variable set, sorted: numba's configuration (optimisation level, vectorisers,
+    #: target CPU, ...) can change the machine code, so compiled-kernel keys include it
+    numba_env: tuple[tuple[str, str], ...] = ()
 
     def cache_root(self) -> Path:
         """``$VYRE_CACHE_DIR``, else ``$XDG_CACHE_HOME/vyre``, else the platform's user cache
@@ -196,6 +199,7 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
         num_threads=_positive_int(env, "NUMBA_NUM_THREADS", _usable_cpus()),
         numba_cpu_name=_nonempty(env, "NUMBA_CPU_NAME"),
         numba_cpu_features=env.get("NUMBA_CPU_FEATURES"),
+        numba_env=tuple(sorted((k, v) for k, v in env.items() if k.startswith("NUMBA_"))),
     )
 
 

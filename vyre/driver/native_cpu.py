@@ -223,15 +223,18 @@ def load(entries: dict[str, NativeEntry]) -> dict[str, Callable[..., Any]]:
 
 def target_parts() -> list[str]:
     """What, besides the program and the toolchain, decides the machine code: the host CPU numba
-    compiles for, as numba determines it (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` override)."""
+    compiles for, as numba determines it (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` override),
+    and numba's other ``NUMBA_*`` settings."""
     import llvmlite
     import llvmlite.binding as ll
 
     s = read_settings()
     name = s.numba_cpu_name or ll.get_host_cpu_name()
     features = s.numba_cpu_features if s.numba_cpu_features is not None else ll.get_host_cpu_features().flatten()
+    # numba's own settings (NUMBA_OPT, NUMBA_LOOP_VECTORIZE, ...) may change the code it produced
+    numba_env = ";".join(f"{k}={v}" for k, v in s.numba_env if k != "NUMBA_NUM_THREADS")
     return [f"llvmlite={llvmlite.__version__}", f"triple={ll.get_process_triple()}", f"cpu={name}",
-            f"features={features}", f"python={sys.implementation.cache_tag}"]
+            f"features={features}", f"python={sys.implementation.cache_tag}", f"numba-env={numba_env}"]
 
 
 def args_fit(arrays: Iterable[Any]) -> bool:
