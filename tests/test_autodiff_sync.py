@@ -24,7 +24,7 @@ def test_sync_programs_interp(case: SyncCase) -> None:
     directional_check(case.program, case.inputs, ["x", "y"], "interp")
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=2, deadline=None)  # each example compiles a CPU kernel (slow on CI)
 @given(sync_programs())
 def test_sync_programs_cpu(case: SyncCase) -> None:
     directional_check(case.program, case.inputs, ["x", "y"], "cpu")
