@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..ir import DataType, Expr, Node, assign, buflen, if_, let, load, loop, select, u32, var
+from ..ir.expr import lit
 from ._blocks import Combine, tree
 
 Access = Callable[[str], Expr]
@@ -42,6 +43,7 @@ class RowLoop:
     cols: Expr
     resident: int = 0
     cols_of: tuple[str, ...] = ()
+    elements: dict[str, DataType] = field(default_factory=dict)  # element types (resident form)
     _cached: set[str] = field(default_factory=set)
 
     def _access(self, i: Expr, j: Expr) -> Access:
@@ -64,12 +66,18 @@ class RowLoop:
         out: list[Node] = []
         if not self._cached:
             out += [let(f"rc_ok{k}", self._col(k).lt(self.cols)) for k in range(self.resident)]
-        for b in bufs:
-            if b not in self._cached:
-                self._cached.add(b)
-                # a column past the row's end reads the next row (or zeros past the buffer): the
-                # value is masked by rc_ok wherever it is used
-                out += [let(f"rc_{b}_{k}", load(b, self.base + self._col(k))) for k in range(self.resident)]
+        new = [b for b in bufs if b not in self._cached]
+        if not new:
+            return out
+        self._cached.update(new)
+        # A column past the row's end reads the next row (or zeros past the buffer): the value is
+        # masked by rc_ok wherever it is used. Every row but the last is wholly inside the buffer,
+        # so the loads run under one If that says so (the emitters then drop their bounds checks
+        # and the loads issue together); the last row takes the checked loads.
+        cols = [self._col(k) for k in range(self.resident)]
+        out += [let(f"rc_{b}_{k}", lit(0, self.elements[b])) for b in new for k in range(self.resident)]
+        loads = [assign(f"rc_{b}_{k}", load(b, self.base + c)) for b in new for k, c in enumerate(cols)]
+        out.append(if_(self.in_range(cols, tuple(new)), loads, loads))
         return out
 
     def _resident_access(self, k: int) -> Access:

@@ -86,7 +86,7 @@ class _Row:
         ]
         lanes = self.wg if self.gpu else 1
         return RowLoop(self.gpu, lanes, GPU_UNROLL if self.gpu else CPU_UNROLL, lid(), var("base"), var("cols"),
-                       self.resident)
+                       self.resident, elements={d.name: d.element for d in self.bufs})
 
     def combine(self, prefix: str, value: Expr, comb: Combine, t: DataType) -> Expr:
         if not self.gpu:
