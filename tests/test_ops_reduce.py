@@ -163,3 +163,23 @@ def test_device_array_on_a_host_backend_is_an_error() -> None:
 
     with pytest.raises(ops.OpsError, match=r"device array.*Fix:"):
         ops.sum(FakeDevice(), backend="cpu")
+
+
+def test_every_program_prints_parses_and_crosses_the_wire() -> None:
+    """The op programs are ordinary programs: the printer's text (what `vyre show` reads and
+    writes) parses back to the same program, and so does the wire format."""
+    from vyre.ir import F32, F64, Program
+    from vyre.ir.parser import parse_program
+    from vyre.ops import linalg as L
+    from vyre.ops import rowwise as W
+
+    progs = [R.full_program(k, t, R.accumulator(k, t), gpu=g) for k in R.Reduce for t in (F32, F64)
+             for g in (True, False)]
+    progs += [R.argmax_program(F32, gpu=g, indexed=i) for g in (True, False) for i in (True, False)]
+    progs += [W.softmax_program(F32, gpu=True, wg=256, resident=16), W.softmax_program(F64, gpu=False, wg=1),
+              W.layer_norm_program(F32, 1e-5, gpu=False, wg=1), W.logsumexp_grad_program(F32, gpu=True, wg=32),
+              W.layer_norm_grad_program(F64, gpu=True, wg=64, resident=0), L.matvec_program(F32, gpu=True),
+              L.vecmat_program(F32, first=True), L.vecmat_program(F32, first=False), L.outer_program(F64)]
+    for p in progs:
+        assert parse_program(str(p)).fingerprint() == p.fingerprint()
+        assert Program.from_wire(p.to_wire()).fingerprint() == p.fingerprint()
