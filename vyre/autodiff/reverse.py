@@ -6,11 +6,18 @@ statement is built until a contribution exists). Across control flow:
 
 * ``If``: the adjoint of the branch taken is run; it recomputes the branch's locals first.
   Adjoints of outer values touched inside become mutable accumulators for the duration.
-* ``Loop`` (one not unrolled by :mod:`vyre.autodiff.ssa`): iterations are reversed by
-  recomputation: reverse iteration ``i`` re-runs iterations ``start .. i-1`` from the saved
-  loop-entry state to restore the loop-carried values, recomputes iteration ``i``'s locals, then
-  runs its adjoint. Exact for any bounds, O(n^2) work; the re-run is dropped by dead-code
-  elimination when the adjoint does not need the carried values (sums, dot products).
+* ``Loop`` (one not unrolled by :mod:`vyre.autodiff.ssa`): reversed in O(trips) through a tape of
+  its carried values with checkpoints (:mod:`vyre.autodiff.checkpoint`); on grids that are not
+  1-D, by recomputation: reverse iteration ``i`` re-runs iterations ``start .. i-1`` from the
+  loop-entry values (O(n^2); dropped by dead-code elimination when the adjoint does not need the
+  carried values). Carried adjoints move to the previous iteration simultaneously.
+* Workgroup memory, barriers, subgroup ops, atomic adds (:mod:`vyre.autodiff.sync_reverse`):
+  the forward's phases are reversed last to first with their barriers; workgroup buffers get
+  adjoints in workgroup memory; values loaded from workgroup memory inside an ``If`` are
+  exported past it, since the reverse recomputes branch locals after later phases ran.
+* A zero adjoint contributes an exact zero: adjoints that may be a structural zero (an untaken
+  select arm, an accumulator nothing reached) are tracked, and rules whose factor reads a primal
+  value are applied to them as ``select(d == 0, 0, rule(d))``.
 * Gradients of an input accumulate with an atomic add, unless every load of that input is at
   ``InvocationId(0)`` (the invocation's own element): then they are summed in a local and
   written once at the end.
@@ -26,20 +33,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..ir.expr import (
-    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, LocalId,
-    Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce, SubgroupShuffle, UnOp, Var, children, lit,
+    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, Select,
+    SubgroupReduce, SubgroupShuffle, UnOp, Var, children, lit,
 )
-from ..ir.functions import substitute
+from ..errors import AutodiffError
 from ..ir._checks import MAX_BUFFERS, MAX_WORKGROUP_BYTES
+from ..ir.functions import substitute
 from ..ir.node import Assign, Barrier, If, Let, Loop, Node, Store
 from ..ir.ops import AtomicOp, BinOpKind, UnOpKind
 from ..ir.program import BufferAccess, BufferDecl, Program
 from ..ir.types import DataType
 from .checks import as_program, check_grad_forward, check_request
 from .custom import call_contribs, custom_ids, inline_calls
-from .dce import eliminate_dead_code
-from ..errors import AutodiffError
 from .checkpoint import LoopTape, TapePlan
+from .dce import eliminate_dead_code
+from .marks import needs_marks
 from .nf import (
     Carry, Names, NBarrier, NIf, NLet, NLoop, NStmt, NStore, Replay, active_names, buffer_loads, defined,
     emit, free_vars, is_atom, parallel_assign, rename,
@@ -48,6 +56,7 @@ from .prepare import inline_and_rename, remove_returns, source_names
 from .rules import BINOP_DERIV, UNOP_DERIV, BinDiff, Ctx, UnDiff, fma_contribs, select_contribs
 from .ssa import to_normal_form
 from .sync_checks import check_loops
+from .sync_reverse import subgroup_adjoint, zero_workgroup
 
 GRAD_PREFIX = "grad_"
 STORED_PREFIX = "stored_"
@@ -90,7 +99,7 @@ class _Reverse:
         loads = buffer_loads(stmts)
         self.private = {b for b in inputs if private_ok
                         and all(ld.index == InvocationId(0) for ld in loads if ld.buffer == b)}
-        self.marked = {b for b in outputs if _needs_marks(stmts, b)}
+        self.marked = {b for b in outputs if needs_marks(stmts, b)}
         # Adjoint variables that may hold a structural zero (an untaken select arm, an If or a
         # loop that contributed nothing): rules applied to them keep the zero exact.
         self.zeroable: set[str] = set()
@@ -334,43 +343,10 @@ class _Reverse:
             self.contribute(env, out, at.value, Var(d))
 
     def subgroup(self, s: NLet, value: Expr, d: Expr, env: _Env, out: list[Node]) -> None:
-        """Adjoints of subgroup ops, reached by every lane (they sit at uniform points):
-        a sum's operand gets the sum of the lanes' adjoints; a min/max's, that sum split evenly
-        over the lanes holding the winning value; a shuffle's, the adjoints of the lanes that
-        read it (the inverse shuffle for ``lane ^ c``, otherwise a 32-step gather)."""
-        fresh = self.names.fresh
-        d = self.atomize(d, out)
-        match value:
-            case SubgroupReduce(BinOpKind.ADD, v):
-                tot = fresh("sgadj")
-                out.append(Let(tot, SubgroupReduce(BinOpKind.ADD, d)))
-                self.contribute(env, out, v, Var(tot))
-            case SubgroupReduce(BinOpKind.MIN | BinOpKind.MAX, v):
-                tot, win, bal = fresh("sgadj"), fresh("win"), fresh("ties")
-                out += [Let(tot, SubgroupReduce(BinOpKind.ADD, d)),
-                        Let(win, _b(BinOpKind.EQ, v, Var(s.name))),
-                        Let(bal, SubgroupBallot(Var(win)))]
-                share = _b(BinOpKind.DIV, Var(tot), Cast(s.ty, UnOp(UnOpKind.POPCOUNT, Var(bal))))
-                self.contribute(env, out, v, Select(Var(win), share, lit(0.0, s.ty)))
-            case SubgroupShuffle(v, lane):
-                match lane:
-                    case (BinOp(BinOpKind.BIT_XOR, SubgroupLocalId(), LitU32())
-                          | BinOp(BinOpKind.BIT_XOR, LitU32(), SubgroupLocalId())):
-                        # lane ^ c (c the same in every lane) is its own inverse.
-                        back = fresh("sgadj")
-                        out.append(Let(back, SubgroupShuffle(d, lane)))
-                        self.contribute(env, out, v, Var(back))
-                    case _:
-                        acc, q, dq, sq = fresh("sgacc"), fresh("q"), fresh("dq"), fresh("sq")
-                        out += [Let(acc, lit(0.0, s.ty)), Loop(q, LitU32(0), LitU32(32), (
-                            Let(dq, SubgroupShuffle(d, Var(q))),
-                            Let(sq, SubgroupShuffle(_b(BinOpKind.BIT_AND, lane, LitU32(31)), Var(q))),
-                            Assign(acc, _b(BinOpKind.ADD, Var(acc), Select(
-                                _b(BinOpKind.EQ, Var(sq), SubgroupLocalId()), Var(dq), lit(0.0, s.ty)))),
-                        ))]
-                        self.contribute(env, out, v, Var(acc))
-            case _:
-                raise TypeError(f"no adjoint for the subgroup op {value!r}")
+        """Adjoints of subgroup ops (:func:`.sync_reverse.subgroup_adjoint`)."""
+        stmts, operand, contrib = subgroup_adjoint(value, s.name, s.ty, self.atomize(d, out), self.names)
+        out += stmts
+        self.contribute(env, out, operand, contrib)
 
     def store(self, s: NStore, env: _Env, out: list[Node]) -> None:
         if s.buffer in self.adj_wg:
@@ -587,56 +563,6 @@ def _is_lit(e: Expr) -> bool:
     return isinstance(e, LitF32 | LitF64)
 
 
-def _split_const(e: Expr) -> tuple[Expr, int]:
-    """``e`` as ``base + constant`` (u32 wrap-around), peeling literal terms."""
-    if isinstance(e, BinOp) and e.op in (BinOpKind.ADD, BinOpKind.SUB):
-        if isinstance(e.right, LitU32):
-            base, c = _split_const(e.left)
-            k = e.right.value if e.op is BinOpKind.ADD else -e.right.value
-            return base, (c + k) % 2**32
-        if isinstance(e.left, LitU32) and e.op is BinOpKind.ADD:
-            base, c = _split_const(e.right)
-            return base, (c + e.left.value) % 2**32
-    if isinstance(e, LitU32):
-        return LitU32(0), e.value
-    return e, 0
-
-
-def _store_sites(stmts: tuple[NStmt, ...], buf: str, path: tuple[tuple[int, int], ...],
-                 in_loop: bool, out: list[tuple[Expr, tuple[tuple[int, int], ...], bool]],
-                 counter: list[int]) -> None:
-    for s in stmts:
-        match s:
-            case NStore(b, idx, _) if b == buf:
-                out.append((idx, path, in_loop))
-            case NIf(_, t, o, _):
-                counter[0] += 1
-                me = counter[0]
-                _store_sites(t, buf, (*path, (me, 0)), in_loop, out, counter)
-                _store_sites(o, buf, (*path, (me, 1)), in_loop, out, counter)
-            case NLoop(_, _, _, body, _):
-                _store_sites(body, buf, path, True, out, counter)
-            case _:
-                pass
-
-
-def _needs_marks(stmts: tuple[NStmt, ...], buf: str) -> bool:
-    """Whether one invocation might store to the same element of ``buf`` twice."""
-    sites: list[tuple[Expr, tuple[tuple[int, int], ...], bool]] = []
-    _store_sites(stmts, buf, (), False, sites, [0])
-    if any(in_loop for _, _, in_loop in sites):
-        return True
-    for x in range(len(sites)):
-        for y in range(x + 1, len(sites)):
-            (ia, pa, _), (ib, pb, _) = sites[x], sites[y]
-            exclusive = any(ka == kb and ba != bb for ka, ba in pa for kb, bb in pb)
-            ba_, ca = _split_const(ia)
-            bb_, cb = _split_const(ib)
-            if not exclusive and not (ba_ == bb_ and ca != cb):
-                return True
-    return False
-
-
 def grad(program: Program, outputs: str | Sequence[str], inputs: str | Sequence[str], *, accumulate: bool = True,
          grid_1d: bool = True, with_value: bool = False, unit_cotangent: bool = False) -> Program:
     """The backward (vector-Jacobian product) program of ``program``.
@@ -701,7 +627,7 @@ def _build(program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType
             "Fix: use smaller workgroup buffers (at most half the limit)")
     replay = rev.replay(stmts, stores=with_value, initial=True)
     entry: list[Node] = tape.prologue() if tape is not None else []
-    entry += _zero_workgroup(rev, program, names) + rev.decls + replay
+    entry += zero_workgroup(rev.adj_wg, program, names) + rev.decls + replay
     env = _Env()
     rev.block(stmts, env, entry)
     gid = InvocationId(0)
@@ -745,26 +671,6 @@ def _build(program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType
     if unit_cotangent:
         body_out = _unit_cotangents(body_out, program, outs)
     return Program(tuple(buffers), program.workgroup_size, body_out, ())
-
-
-def _zero_workgroup(rev: _Reverse, program: Program, names: Names) -> list[Node]:
-    """Zero the adjoint workgroup buffers (workgroup memory starts uninitialised), then a barrier."""
-    if not rev.adj_wg:
-        return []
-    wx, wy, _ = program.workgroup_size
-    n = program.workgroup_invocations
-    local = _b(BinOpKind.ADD, LocalId(0), _b(BinOpKind.ADD, _b(BinOpKind.MUL, LocalId(1), LitU32(wx)),
-                                           _b(BinOpKind.MUL, LocalId(2), LitU32(wx * wy))))
-    out: list[Node] = []
-    for w, a in rev.adj_wg.items():
-        decl = program.buffer(w)
-        z, k = names.fresh("z"), names.fresh("zi")
-        out.append(Loop(z, LitU32(0), LitU32(-(-decl.count // n)), (
-            Let(k, _b(BinOpKind.ADD, _b(BinOpKind.MUL, Var(z), LitU32(n)), local)),
-            If(_b(BinOpKind.LT, Var(k), LitU32(decl.count)), (Store(a, Var(k), lit(0.0, decl.element)),)),
-        )))
-    out.append(Barrier())
-    return out
 
 
 def _unit_cotangents(body: tuple[Node, ...], program: Program, outs: list[str]) -> tuple[Node, ...]:
