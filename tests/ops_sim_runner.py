@@ -49,6 +49,18 @@ def checks() -> list[tuple[str, Callable[[], None]]]:
         assert int(vo.argmax(nanx, backend="cudasim")) == 1
 
     out.append(("nan_rules", nans))
+
+    def device_in_device_out() -> None:
+        from numba import cuda
+
+        d = cuda.to_device(np.arange(10, dtype=np.float32))
+        s = vo.sum(d)  # backend=None: device arrays pick the (simulated) GPU
+        assert s.shape == () and float(s.copy_to_host()) == 45.0
+        assert int(vo.argmax(d).copy_to_host()) == 9
+        y = vo.softmax(cuda.to_device(np.ones((3, 4), np.float32)))
+        assert y.shape == (3, 4) and np.allclose(y.copy_to_host(), 0.25)
+
+    out.append(("device_arrays", device_in_device_out))
     for r, c in [(3, 5), (2, 300), (2, 1030)]:
         x = rng.standard_normal((r, c)).astype(np.float32)
         g = rng.standard_normal((r, c)).astype(np.float32)

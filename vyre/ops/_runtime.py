@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..driver.backends import check_backend, default_backend
+from ..driver.backends import check_backend, default_backend, simulator_enabled
 from ..driver.devices import array_device, on_device
 from ..driver.dispatch import dispatch
 from ..errors import DispatchError
@@ -59,6 +59,8 @@ def _kind(x: Any) -> Kind:
     if hasattr(x, "__cuda_array_interface__"):
         mod = type(x).__module__.split(".")[0]
         return {"cupy": Kind.CUPY, "torch": Kind.TORCH}.get(mod, Kind.DEVICE)
+    if type(x).__module__.startswith("numba.cuda.simulator"):
+        return Kind.DEVICE  # the simulator's device arrays export no interface
     raise OpsError(f"vyre.ops takes numpy arrays or device arrays (CuPy, PyTorch, numba), got "
                    f"{type(x).__name__}. Fix: pass np.asarray(value, dtype=np.float32)")
 
@@ -82,6 +84,8 @@ def _contiguous(x: Any, kind: Kind) -> Any:
         return cupy.ascontiguousarray(x)
     if kind is Kind.TORCH:
         return x.contiguous()
+    if not hasattr(x, "__cuda_array_interface__"):
+        return x  # a simulator array: dispatch checks it
     cai = x.__cuda_array_interface__
     strides, shape = cai.get("strides"), tuple(cai["shape"])
     if strides is not None and int(np.prod(shape)) > 1:
@@ -173,13 +177,14 @@ def prepare(named: Mapping[str, Any], backend: str | None, *, ndim: int | None =
             same_dtype: bool = True) -> tuple[Ctx, dict[str, Arr]]:
     """Check the arrays of one op call and pick its backend.
 
-    ``backend=None``: ``cuda`` when any array is a device array, else vyre's default
+    ``backend=None``: ``cuda`` when any array is a device array (``cudasim`` under numba's
+    simulator), else vyre's default
     (``VYRE_BACKEND``, else CUDA when a GPU is usable, else CPU). Host arrays on a GPU backend are
     copied to the device once. Device arrays on ``cpu``/``interp`` are an error."""
     kinds = {name: _kind(x) for name, x in named.items()}
     dev = [n for n, k in kinds.items() if k is not Kind.NUMPY]
     if backend is None:
-        b = "cuda" if dev else default_backend()
+        b = ("cudasim" if simulator_enabled() else "cuda") if dev else default_backend()
     else:
         if not isinstance(backend, str):
             raise OpsError(f"backend must be a str or None, got {backend!r}. Fix: pass backend='cpu'")
