@@ -27,6 +27,8 @@ import functools
 import math
 from typing import Any
 
+import numpy as np
+
 from ..ir import (
     F64, U32, BinOpKind, DataType, Expr, Node, Program, UnOpKind, assign, barrier, buflen, cast, gid,
     if_, lane, let, lid, load, loop, minimum, output, read, select, store, subgroup_reduce, u32,
@@ -34,7 +36,7 @@ from ..ir import (
 )
 from ..ir.expr import lit
 from ._blocks import SUBGROUP, Combine, isnan, subgroup_combine, tree, workgroup_combine
-from ._runtime import Arr, Ctx, OpsError, gpu_workgroups_cap, prepare
+from ._runtime import Arr, Ctx, Kind, OpsError, gpu_workgroups_cap, prepare
 
 __all__ = [
     "CPU_UNROLL", "GPU_UNROLL", "GPU_WG", "Reduce", "argmax", "argmax_program", "dot", "full_program",
@@ -70,18 +72,14 @@ class Reduce(enum.Enum):
 
     def term(self, acc: DataType, i: Expr) -> Expr:
         """The contribution of element ``i`` in the accumulator type."""
-        x = cast(acc, _load("x", i))
+        x = cast(acc, load("x", i))
         match self:
             case Reduce.SUM | Reduce.MAX | Reduce.MIN:
                 return x
             case Reduce.DOT:
-                return x * cast(acc, _load("y", i))
+                return x * cast(acc, load("y", i))
             case Reduce.SUMSQ:
                 return x * x
-
-
-def _load(name: str, i: Expr) -> Expr:
-    return load(name, i)
 
 
 def accumulator(kind: Reduce, t: DataType) -> DataType:
@@ -226,8 +224,8 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
     body: list[Node] = [let("n", buflen("x")), let("m", lit(-math.inf, t)), let("mi", u32(_NONE))]
 
     def visit(i: Expr, guard: bool) -> list[Node]:
-        v = _load("x", i)
-        gi = _load("xi", i) if indexed else i
+        v = load("x", i)
+        gi = load("xi", i) if indexed else i
         cond = _better(v, gi, var("m"), var("mi"))
         if guard:
             cond = i.lt(n).and_(cond)
@@ -415,13 +413,6 @@ def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None, determini
         ctx.run(prog, {**inputs, "val": val, "idx": idx}, g)
         if g == 1:
             r = ctx.scalar(idx)
-            return r if ctx.gpu and ctx.kind.value != "numpy" else _int(r)
+            return r if ctx.gpu and ctx.kind is not Kind.NUMPY else np.int64(int(r))
         inputs = {"x": val, "xi": idx}
         g = _partials(g, gpu, cap)
-
-
-def _int(v: Any) -> Any:
-    import numpy as np
-
-    return np.int64(int(v))
-
