@@ -111,32 +111,30 @@ def _spec(x: object, table: dict[type, Any], what: str) -> Any:
     return spec
 
 
-def expr_children(e: Expr) -> Iterator[Expr]:
-    """Direct sub-expressions of ``e``, in evaluation (field) order."""
-    if type(e) not in EXPR_FIELDS:
-        raise TypeError(f"not a vyre expression: {e!r}")
-    for name, kind in _SUB_EXPRS[type(e)]:
-        v = getattr(e, name)
+def _held_exprs(x: Expr | Node) -> Iterator[Expr]:
+    """The expressions in ``x``'s own fields, in field order (an optional one when present)."""
+    for name, kind in _SUB_EXPRS[type(x)]:
+        v = getattr(x, name)
         if kind is F.EXPR:
             yield v
         elif kind is F.EXPRS:
             yield from v
         elif v is not None:
             yield v
+
+
+def expr_children(e: Expr) -> Iterator[Expr]:
+    """Direct sub-expressions of ``e``, in evaluation (field) order."""
+    if type(e) not in EXPR_FIELDS:
+        raise TypeError(f"not a vyre expression: {e!r}")
+    return _held_exprs(e)
 
 
 def node_exprs(n: Node) -> Iterator[Expr]:
     """Expressions held directly by statement ``n`` (not those of nested statements)."""
     if type(n) not in NODE_FIELDS:
         raise TypeError(f"not a vyre node: {n!r}")
-    for name, kind in _SUB_EXPRS[type(n)]:
-        v = getattr(n, name)
-        if kind is F.EXPR:
-            yield v
-        elif kind is F.EXPRS:
-            yield from v
-        elif v is not None:
-            yield v
+    return _held_exprs(n)
 
 
 def node_bodies(n: Node) -> Iterator[tuple[Node, ...]]:
