@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import vyre
-from vyre import Array, autodiff, examples, f32, i32, u32
+from vyre import Array, Uniform, WriteOnly, autodiff, examples, f32, i32, u32
 from vyre.errors import DispatchError, FrontendError
 from vyre.ir import (
     F32, I32, U32, BinOpKind, FunctionDef, Program, assign, barrier, buflen, call, cast,
@@ -155,6 +155,76 @@ def test_reductions_run_like_numpy(backend: str) -> None:
     keys = (np.arange(1000, dtype=np.uint32) * 7) % 13
     counts = histogram(keys, np.zeros(5, np.uint32), backend=backend, grid=(8,))["counts"]
     np.testing.assert_array_equal(counts, np.bincount(keys % 5, minlength=5))
+
+
+# ---- Uniform and WriteOnly arrays ----------------------------------------------------------------
+
+@vyre.kernel
+def poly(coef: Uniform[f32, 4], x: Array[f32], out: WriteOnly[f32]):
+    i = vyre.gid()
+    if i < len(out):
+        v = x[i]
+        out[i] = coef[0] + v * (coef[1] + v * (coef[2] + v * coef[3]))
+
+
+def poly_ir() -> Program:
+    coef = vyre.ir.uniform("coef", 0, F32).with_count(4)
+    x, out = read("x", 1, F32), vyre.BufferDecl.storage("out", 2, vyre.BufferAccess.WRITE_ONLY, F32).as_output()
+    i, v = var("i"), var("v")
+    c = [coef[lit_u32(k)] for k in range(4)]
+    return Program.wrapped([coef, x, out], 256, [
+        let("i", gid()),
+        if_(i < buflen(out), [let("v", x[i]), store(out, i, c[0] + v * (c[1] + v * (c[2] + v * c[3])))]),
+    ])
+
+
+def test_uniform_and_write_only_arrays_are_the_hand_built_buffers() -> None:
+    assert poly.program == poly_ir()
+    assert poly.program.fingerprint() == poly_ir().fingerprint()
+    assert [(b.access, b.count, b.is_output) for b in poly.program.buffers] == [
+        (vyre.BufferAccess.UNIFORM, 4, False), (vyre.BufferAccess.READ_ONLY, 0, False),
+        (vyre.BufferAccess.WRITE_ONLY, 0, True)]
+    assert repr(Uniform[f32, 4]) == "Uniform[f32, 4]" and repr(WriteOnly[u32]) == "WriteOnly[u32]"
+    assert vyre.Uniform is vyre.frontend.Uniform and vyre.WriteOnly is vyre.frontend.WriteOnly
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_uniform_array_dispatches_from_a_numpy_array(backend: str) -> None:
+    coef = np.array([1.0, -2.0, 0.5, 3.0], np.float32)
+    xs = np.linspace(-2, 2, 70, dtype=np.float32)
+    got = poly(coef, xs, np.zeros_like(xs), backend=backend)["out"]
+    want = vyre.dispatch(poly_ir(), {"coef": coef, "x": xs, "out": np.zeros_like(xs)}, backend=backend)["out"]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, np.polyval(coef[::-1].astype(np.float64), xs), rtol=1e-5, atol=1e-5)
+    by_name = vyre.dispatch(poly.program, {"coef": coef, "x": xs, "out": np.zeros_like(xs)}, backend=backend)
+    np.testing.assert_array_equal(by_name["out"], want)
+    with pytest.raises(DispatchError, match="declares 4"):
+        poly(coef[:3], xs, np.zeros_like(xs), backend=backend)
+
+
+@vyre.kernel
+def scatter_rows(table: Uniform[u32], out: WriteOnly[u32, 12]):
+    i = vyre.gid()
+    if i < len(out):
+        out[i] = table[i % len(table)] * 3
+
+
+def scatter_rows_ir() -> Program:
+    table = vyre.ir.uniform("table", 0, U32)
+    out = vyre.BufferDecl.storage("out", 1, vyre.BufferAccess.WRITE_ONLY, U32).as_output().with_count(12)
+    i = var("i")
+    return Program.wrapped([table, out], 256, [
+        let("i", gid()), if_(i < buflen(out), [store(out, i, table[i % buflen(table)] * lit_u32(3))])])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_counted_write_only_array_left_out_is_allocated(backend: str) -> None:
+    assert scatter_rows.program.fingerprint() == scatter_rows_ir().fingerprint()
+    table = np.array([5, 7, 11], np.uint32)  # Uniform[u32]: sized by what is bound
+    got = scatter_rows(table, backend=backend)["out"]
+    want = vyre.dispatch(scatter_rows_ir(), {"table": table}, backend=backend)["out"]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, np.tile(table, 4) * 3)
 
 
 # ---- scalar parameters ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 
 from vyre.errors import FrontendError
 
-HEAD = "import math\nimport numpy as np\nimport vyre\nfrom vyre import Array, f32, i32, u32\n"
+HEAD = "import math\nimport numpy as np\nimport vyre\nfrom vyre import Array, Uniform, WriteOnly, f32, i32, u32\n"
 _count = itertools.count()
 
 CASES: dict[str, tuple[str, str]] = {
@@ -209,6 +209,63 @@ def k(a: f32, out: Array[f32]):
 def k(a: f32, out: Array[f32]):
     a = 2.0  # <-
 """, "copy it to a new local first"),
+    "store into a Uniform array": ("""
+@vyre.kernel
+def k(u: Uniform[f32, 4], out: Array[f32]):
+    u[1] = out[0]  # <-
+""", "make it an output array (`u: Array[f32]`"),
+    "in-place update of a Uniform array": ("""
+@vyre.kernel
+def k(u: Uniform[f32], out: Array[f32]):
+    u[0] += 1.0  # <-
+""", "make it an output array"),
+    "atomic on a Uniform array": ("""
+@vyre.kernel
+def k(u: Uniform[u32], out: Array[u32]):
+    vyre.atomic_add(u, 0, 1)  # <-
+""", "make it an output array (`u: Array[u32]`"),
+    "a function storing into a Uniform array": ("""
+@vyre.func
+def put(buf, i, v):
+    buf[i] = v  # <-
+@vyre.kernel
+def k(u: Uniform[f32], out: Array[f32]):
+    put(u, 0, 1.0)
+""", "make it an output array"),
+    "load from a WriteOnly array": ("""
+@vyre.kernel
+def k(x: Array[f32], w: WriteOnly[f32]):
+    w[0] = x[0]
+    x[1] = w[0]  # <-
+""", "declare it `w: Array[f32]` (read-write)"),
+    "in-place update of a WriteOnly array": ("""
+@vyre.kernel
+def k(w: WriteOnly[u32]):
+    w[0] += 1  # <-
+""", "declare it `w: Array[u32]` (read-write)"),
+    "atomic on a WriteOnly array": ("""
+@vyre.kernel
+def k(w: WriteOnly[u32]):
+    old = vyre.atomic_add(w, 0, 1)  # <-
+""", "declare it `w: Array[u32]` (read-write)"),
+    "a function loading from a WriteOnly array": ("""
+@vyre.func
+def get(buf, i):
+    return buf[i]  # <-
+@vyre.kernel
+def k(x: Array[f32], w: WriteOnly[f32]):
+    x[0] = get(w, 0)
+""", "or keep the value in a local"),
+    "Uniform length zero": ("""
+@vyre.kernel
+def k(u: Uniform[f32, 0], out: Array[f32]):  # <-
+    out[0] = u[0]
+""", "a module-level int constant"),
+    "WriteOnly without an element type": ("""
+@vyre.kernel
+def k(w: WriteOnly[int]):  # <-
+    w[0] = 1
+""", "WriteOnly[vyre.f32]"),
     "literal out of range": ("""
 @vyre.kernel
 def k(out: Array[u32]):

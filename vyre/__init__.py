@@ -10,8 +10,8 @@ from .driver.dispatch import Kernel, Launch, compile, dispatch
 from .driver.launch_policy import set_launch_policy
 from .ir import BufferAccess, BufferDecl, DataType, Program
 
-# The kernel language (vyre.frontend, docs/guide.md): decorators, Array, and what kernel bodies call.
-from .frontend import Array, func, grad, kernel, workgroup_array
+# The kernel language (vyre.frontend, docs/guide.md): decorators, Array/Uniform/WriteOnly, what bodies call.
+from .frontend import Array, Uniform, WriteOnly, func, grad, kernel, workgroup_array
 from .frontend.lang import *  # noqa: F403 - exp, gid, f32, atomic_add, ... (listed in lang.__all__)
 from .frontend.lang import __all__ as _lang_names
 
@@ -41,7 +41,7 @@ __all__ = [
     "InterpError", "Kernel", "Launch", "Program", "TunerError", "ValidationError", "VyreError", "WireError",
     "compile", "dispatch",
     "__version__", "ir",
-    "Array", "func", "grad", "kernel", "workgroup_array", *_lang_names,
+    "Array", "Uniform", "WriteOnly", "func", "grad", "kernel", "workgroup_array", *_lang_names,
 ]
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .markers import Array, workgroup_array
+from .markers import Array, Uniform, WriteOnly, workgroup_array
 
 if TYPE_CHECKING:
     from ..ir import Program
     from .api import DeviceFunction, KernelFunction
 
-__all__ = ["Array", "DeviceFunction", "KernelFunction", "func", "grad", "kernel", "program_of", "workgroup_array"]
+__all__ = ["Array", "DeviceFunction", "KernelFunction", "Uniform", "WriteOnly", "func", "grad", "kernel", "program_of",
+           "workgroup_array"]
 
 
 def kernel(fn: Any = None, /, *, workgroup_size: int | Sequence[int] = 256) -> Any:

@@ -13,6 +13,10 @@ scalar type ``T`` is a *scalar parameter*: it is compiled as a 1-element uniform
 ``a``, and passed as a Python number, to the kernel or by name to ``vyre.dispatch``. Uniform
 buffers are the IR's existing read-only, same-for-every-invocation storage: loads of them at
 uniform indices are uniform (docs/errors.md), so a scalar may bound a loop that holds barriers.
+
+``u: Uniform[T]`` / ``Uniform[T, n]`` is such a uniform buffer of any length, indexed like an array
+and never written; ``w: WriteOnly[T]`` / ``WriteOnly[T, n]`` a WRITE_ONLY output buffer, stored
+into and never loaded (nor updated in place or used in an atomic, which read it).
 """
 
 from __future__ import annotations
@@ -76,16 +80,17 @@ def _annotation(src: Source, env: Mapping[str, Any], node: ast.expr | None, what
                 arr = resolve(base)
                 if not isinstance(arr, _ArrayType):
                     raise src.error(n, f"`{ast.unparse(n)}` is not an array type", "write Array[vyre.f32]")
+                kw = arr.spelling
                 if isinstance(idx, ast.Tuple):
                     if len(idx.elts) != 2:
-                        raise src.error(n, f"`{ast.unparse(n)}`: an array type is Array[T] or Array[T, n]",
-                                        "write Array[vyre.f32] or Array[vyre.f32, 16]")
+                        raise src.error(n, f"`{ast.unparse(n)}`: an array type is {kw}[T] or {kw}[T, n]",
+                                        f"write {kw}[vyre.f32] or {kw}[vyre.f32, 16]")
                     count = resolve(idx.elts[1])
                     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                         raise src.error(idx.elts[1], f"an array length must be a positive int, got {count!r}",
                                         "write a literal or a module-level int constant")
-                    return _ArrayType(resolve(idx.elts[0]), count)
-                return _ArrayType(resolve(idx))
+                    return _ArrayType(resolve(idx.elts[0]), count, arr.kind)
+                return _ArrayType(resolve(idx), 0, arr.kind)
             case ast.Constant(value=int(v)) if not isinstance(v, bool):
                 return v
             case ast.Constant(value=str(text)):
@@ -97,8 +102,8 @@ def _annotation(src: Source, env: Mapping[str, Any], node: ast.expr | None, what
         el = SCALAR_TYPES.get(id(got.element))
         if el is None:
             raise src.error(node, f"`{ast.unparse(node)}`: arrays need an element type",
-                            "write Array[vyre.f32] (or f64, i32, u32, boolean)")
-        return _ArrayType(el, got.count)
+                            f"write {got.spelling}[vyre.f32] (or f64, i32, u32, boolean)")
+        return _ArrayType(el, got.count, got.kind)
     t = SCALAR_TYPES.get(id(got))
     if t is None:
         raise src.error(node, f"`{ast.unparse(node)}` is not a vyre type",
@@ -176,7 +181,7 @@ class KernelFunction:
         for name, ann in params:
             if isinstance(ann, _ArrayType):
                 assert isinstance(ann.element, DataType)
-                refs.append(BufRef(name, ann.element, "array", ann.count))
+                refs.append(BufRef(name, ann.element, ann.kind, ann.count))
             else:
                 assert isinstance(ann, DataType)
                 refs.append(BufRef(name, ann, "scalar"))

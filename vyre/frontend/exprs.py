@@ -116,6 +116,14 @@ class ExprLowering:
     def problem(self, node: ast.AST, p: TypeProblem) -> NoReturn:
         raise self.src.error(node, p.what, p.fix)
 
+    def mark_read(self, buf: BufRef, node: ast.AST, how: str = "loads from it") -> None:
+        """``buf`` is read here (a load, an in-place update, an atomic): not a WriteOnly array."""
+        if buf.kind == "write_only":
+            self.fail(node, f"`{buf.name}` is a WriteOnly array: the kernel stores into it and never reads "
+                      f"it, but this {how}",
+                      f"declare it `{buf.name}: Array[{buf.dtype.short}]` (read-write) to read it back, "
+                      "or keep the value in a local")
+
     # ---- names ---------------------------------------------------------------------------------
 
     def lookup(self, name: str, node: ast.AST) -> Binding:
@@ -212,6 +220,7 @@ class ExprLowering:
                 return Typed(Select(c.expr, ta.expr, tb.expr), ta.dtype)
             case ast.Subscript(value=base, slice=idx):
                 buf = self.buffer_of(base, pre)
+                self.mark_read(buf, e)
                 return Typed(Load(buf.name, self.index(idx, pre)), buf.dtype)
             case ast.Call():
                 return self.call(e, pre, top)
@@ -411,6 +420,7 @@ class ExprLowering:
             case "load":
                 a, i = self.args(e, 2, 2, name)
                 buf = self.buffer_of(a, pre)
+                self.mark_read(buf, e)
                 return Typed(Load(buf.name, self.index(i, pre)), buf.dtype)
             case "id":
                 (ax,) = self.args(e, 0, 1, name) or [ast.Constant(0)]
@@ -497,6 +507,7 @@ class ExprLowering:
                       f"see help(vyre.{name})")
         buf = self.buffer_of(args[0], pre)
         self.mark_written(buf, e)
+        self.mark_read(buf, e, "atomic reads its old value")
         index = self.index(args[1], pre)
         exp_node = args[2] if need == 4 else kw.get("expected")
         val_node = args[3] if need == 4 else args[2]

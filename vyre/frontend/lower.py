@@ -113,6 +113,11 @@ class FnLowering(CallLowering):
         if buf.kind == "scalar":
             self.fail(node, f"`{buf.name}` is a scalar parameter; it cannot be written",
                       f"make it an array (`{buf.name}: Array[...]`) or copy it to a local")
+        if buf.kind == "uniform":
+            self.fail(node, f"`{buf.name}` is a Uniform array (read-only, the same for every invocation); "
+                      "it cannot be written",
+                      f"make it an output array (`{buf.name}: Array[{buf.dtype.short}]`, or WriteOnly[...] "
+                      "if it is never read), or copy the value to a local")
         self.state.written.add(buf.name)
 
     def bind(self, name: str, b: Binding) -> None:
@@ -259,6 +264,7 @@ class FnLowering(CallLowering):
         if isinstance(target, ast.Subscript):
             buf = self.buffer_of(target.value, pre)
             self.mark_written(buf, target)
+            self.mark_read(buf, target, f"`{ast.unparse(s)}` reads its old value")
             idx = self.index(target.slice, pre)
             old = Typed(LoadE(buf.name, idx), buf.dtype)
             new = self.binop(s, op, old, self.value(value, pre))
@@ -423,6 +429,10 @@ def program_for(state: KernelState, params: list[BufRef], entry: list[Node], wg:
     for k, p in enumerate(params):
         if p.kind == "scalar":
             decls.append(BufferDecl(p.name, k, BufferAccess.UNIFORM, p.dtype, count=1))
+        elif p.kind == "uniform":
+            decls.append(BufferDecl(p.name, k, BufferAccess.UNIFORM, p.dtype, p.count))
+        elif p.kind == "write_only":  # returned even if no path stores into it (it is what was asked for)
+            decls.append(BufferDecl(p.name, k, BufferAccess.WRITE_ONLY, p.dtype, p.count, is_output=True))
         elif p.name in state.written:
             decls.append(BufferDecl(p.name, k, BufferAccess.READ_WRITE, p.dtype, p.count, is_output=True))
         else:

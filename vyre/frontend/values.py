@@ -54,8 +54,9 @@ class Weak:
 
 @dataclass(frozen=True)
 class BufRef:
-    """A buffer a name refers to: ``kind`` is ``array``, ``scalar`` or ``workgroup``; ``count``
-    an array's declared length (0: the length of what is bound)."""
+    """A buffer a name refers to: ``kind`` is ``array``, ``uniform`` (``Uniform[T]``: never written),
+    ``write_only`` (``WriteOnly[T]``: never read), ``scalar`` or ``workgroup``; ``count`` an array's
+    declared length (0: the length of what is bound)."""
 
     name: str
     dtype: DataType
