@@ -227,6 +227,33 @@ def test_a_counted_write_only_array_left_out_is_allocated(backend: str) -> None:
     np.testing.assert_array_equal(got, np.tile(table, 4) * 3)
 
 
+@vyre.func
+def emit(dst: WriteOnly[f32], i: u32, v: f32):
+    dst[i] = v
+
+
+@vyre.kernel(workgroup_size=4)
+def through_funcs(x: Array[f32], out: Array[f32], w: WriteOnly[f32]):
+    i = vyre.gid()
+    t = vyre.workgroup_array(4, f32)
+    emit(t, vyre.lid(), x[i])   # a workgroup array and arrays of any kind fit a WriteOnly parameter
+    vyre.barrier()
+    emit(out, i, t[vyre.lid()] * 2.0)
+    emit(w, i, out[i] + 1.0)    # out is still an ordinary read-write array in the kernel
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_function_array_annotations_restrict_only_the_function_body(backend: str) -> None:
+    access = {b.name: b.access for b in through_funcs.program.buffers}
+    assert access == {"x": vyre.BufferAccess.READ_ONLY, "out": vyre.BufferAccess.READ_WRITE,
+                      "w": vyre.BufferAccess.WRITE_ONLY, "t": vyre.BufferAccess.WORKGROUP}
+    xs = np.arange(8, dtype=np.float32)
+    r = through_funcs(xs, np.zeros(8, np.float32), np.zeros(8, np.float32), backend=backend)
+    np.testing.assert_array_equal(r["out"], 2 * xs)
+    np.testing.assert_array_equal(r["w"], 2 * xs + 1)
+    assert repr(vyre.Array[f32, 3]) == "Array[f32, 3]"
+
+
 # ---- scalar parameters ---------------------------------------------------------------------------
 
 @vyre.kernel

@@ -231,7 +231,7 @@ def put(buf, i, v):
 @vyre.kernel
 def k(u: Uniform[f32], out: Array[f32]):
     put(u, 0, 1.0)
-""", "make it an output array"),
+""", "make it an output array (`u: Array[f32]`"),
     "load from a WriteOnly array": ("""
 @vyre.kernel
 def k(x: Array[f32], w: WriteOnly[f32]):
@@ -256,6 +256,38 @@ def get(buf, i):
 def k(x: Array[f32], w: WriteOnly[f32]):
     x[0] = get(w, 0)
 """, "or keep the value in a local"),
+    "a WriteOnly function parameter is loaded": ("""
+@vyre.func
+def get(buf: WriteOnly[f32], i: u32) -> f32:
+    return buf[i]  # <-
+@vyre.kernel
+def k(x: Array[f32], out: Array[f32]):
+    out[0] = get(x, 0)
+""", "declare it `buf: Array[f32]` (read-write)"),
+    "a Uniform function parameter is stored into": ("""
+@vyre.func
+def put(buf: Uniform[f32], i: u32):
+    buf[i] = 1.0  # <-
+@vyre.kernel
+def k(out: Array[f32]):
+    put(out, 0)
+""", "make it an output array (`buf: Array[f32]`"),
+    "a Uniform array passed as a WriteOnly parameter": ("""
+@vyre.func
+def put(buf: WriteOnly[f32], i: u32):
+    buf[i] = 1.0
+@vyre.kernel
+def k(u: Uniform[f32], out: Array[f32]):
+    put(u, 0)  # <-
+""", "annotate `buf` as Array[f32]"),
+    "an array of another element type passed to a function": ("""
+@vyre.func
+def put(buf: Array[f32], i: u32):
+    buf[i] = 1.0
+@vyre.kernel
+def k(out: Array[u32]):
+    put(out, 0)  # <-
+""", "pass an array of f32"),
     "Uniform length zero": ("""
 @vyre.kernel
 def k(u: Uniform[f32, 0], out: Array[f32]):  # <-

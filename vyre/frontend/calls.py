@@ -10,6 +10,7 @@ last of both branches of a final ``if``/``else``) assign a result local.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..ir.expr import Atomic, Call, FunctionDef, LitBool, Var, walk
@@ -66,6 +67,8 @@ class CallLowering(ExprLowering):
                 self.fail(a, f"{fn.name}()'s parameter `{p}` takes {want}", "pass the matching argument")
             if isinstance(ann, DataType):
                 v = self.typing(a, lambda v=v, t=ann, p=p: coerce(v, t, f"parameter `{p}` of {fn.name}()"))
+            elif isinstance(v, BufRef):
+                v = self.array_argument(fn, p, ann, v, a)
             args.append(v)  # type: ignore[arg-type]
         self.state.stack.append(fn)
         try:
@@ -76,6 +79,25 @@ class CallLowering(ExprLowering):
             return self.inline(fn, args, pre, node)
         finally:
             self.state.stack.pop()
+
+    def array_argument(self, fn: DeviceFunction, p: str, ann: Any, buf: BufRef, node: ast.AST) -> BufRef:
+        """``buf`` as the function's array parameter ``p`` (messages from its body name ``p``): of
+        the annotation's element type, and seen through the annotation (a ``Uniform`` parameter is
+        never written in the body, a ``WriteOnly`` one never read), whatever array is passed."""
+        seen = replace(buf, alias=p) if p != buf.name else buf
+        if not isinstance(ann, _ArrayType):  # unannotated: the array's own rules
+            return seen
+        if ann.element is not buf.dtype:
+            assert isinstance(ann.element, DataType)
+            self.fail(node, f"{fn.name}()'s parameter `{p}` is {ann!r}; `{ast.unparse(node)}` holds {buf.dtype.short}",
+                      f"pass an array of {ann.element.short}, or change the annotation")
+        if ann.kind == "array" or ann.kind == buf.kind:
+            return seen
+        if buf.kind in ("array", "workgroup"):
+            return replace(seen, kind=ann.kind, declared=p)
+        self.fail(node, f"{fn.name}()'s parameter `{p}` is {ann!r}, but `{ast.unparse(node)}` is "
+                  f"{'a Uniform array (never written)' if buf.kind == 'uniform' else 'a WriteOnly array (never read)'}",
+                  f"annotate `{p}` as Array[{buf.dtype.short}], or pass another array")
 
     def pure_call(self, fn: DeviceFunction, args: list[Value]) -> Value | None:
         """``fn`` as an IR FunctionDef and a Call of it, when its body allows (else None)."""

@@ -119,9 +119,9 @@ class ExprLowering:
     def mark_read(self, buf: BufRef, node: ast.AST, how: str = "loads from it") -> None:
         """``buf`` is read here (a load, an in-place update, an atomic): not a WriteOnly array."""
         if buf.kind == "write_only":
-            self.fail(node, f"`{buf.name}` is a WriteOnly array: the kernel stores into it and never reads "
+            self.fail(node, f"{buf.shown} is a WriteOnly array: the kernel stores into it and never reads "
                       f"it, but this {how}",
-                      f"declare it `{buf.name}: Array[{buf.dtype.short}]` (read-write) to read it back, "
+                      f"declare it `{buf.spelled}: Array[{buf.dtype.short}]` (read-write) to read it back, "
                       "or keep the value in a local")
 
     # ---- names ---------------------------------------------------------------------------------

@@ -114,9 +114,9 @@ class FnLowering(CallLowering):
             self.fail(node, f"`{buf.name}` is a scalar parameter; it cannot be written",
                       f"make it an array (`{buf.name}: Array[...]`) or copy it to a local")
         if buf.kind == "uniform":
-            self.fail(node, f"`{buf.name}` is a Uniform array (read-only, the same for every invocation); "
+            self.fail(node, f"{buf.shown} is a Uniform array (read-only, the same for every invocation); "
                       "it cannot be written",
-                      f"make it an output array (`{buf.name}: Array[{buf.dtype.short}]`, or WriteOnly[...] "
+                      f"make it an output array (`{buf.spelled}: Array[{buf.dtype.short}]`, or WriteOnly[...] "
                       "if it is never read), or copy the value to a local")
         self.state.written.add(buf.name)
 

@@ -37,7 +37,8 @@ class _ArrayType:
     def __repr__(self) -> str:
         if self.element is None:
             return self.spelling
-        name = getattr(self.element, "__name__", self.element)
+        # a resolved DataType (``.short``: f32) or the vyre.f32 marker a user wrote (``__name__``)
+        name = getattr(self.element, "short", None) or getattr(self.element, "__name__", self.element)
         return f"{self.spelling}[{name}, {self.count}]" if self.count else f"{self.spelling}[{name}]"
 
 

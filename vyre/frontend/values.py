@@ -62,6 +62,18 @@ class BufRef:
     dtype: DataType
     kind: str
     count: int = 0
+    alias: str = ""     # inside a @vyre.func: the name of the parameter it is bound to
+    declared: str = ""  # the parameter whose annotation gave ``kind``, when not ``name``
+
+    @property
+    def shown(self) -> str:
+        """The buffer as the code at hand names it (for messages)."""
+        return f"`{self.alias}` (bound to `{self.name}`)" if self.alias else f"`{self.name}`"
+
+    @property
+    def spelled(self) -> str:
+        """The parameter to re-annotate to change ``kind`` (for a message's fix)."""
+        return self.declared or self.name
 
 
 Value = Typed | Weak
