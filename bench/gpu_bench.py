@@ -866,10 +866,19 @@ def parity():
         got = vcompile(prog, "cuda")({k: v.copy() for k, v in arrays.items()}, grid=grid)
         fails += [f"{name}: {d}" for d in differences(got, ref, exact=name in EXACT_EXAMPLES)]
         count += 1
+    import hypothesis
+
+    from vyre.ir.wire import to_wire
+
+    print(f"generated programs from Hypothesis {hypothesis.__version__} (the stream depends on the version)")
     for name, prog, arrays, grid, _ in generated_cases(int(os.environ.get("VYRE_GPU_PARITY_CASES", "150"))):
         ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
         got = vcompile(prog, "cuda")({k: v.copy() for k, v in arrays.items()}, grid=grid)
-        fails += [f"{name}: {d}" for d in differences(got, ref, exact=True)]
+        diff = differences(got, ref, exact=True)
+        fails += [f"{name}: {d}" for d in diff]
+        if diff and os.environ.get("OUT"):  # keep what reproduces it elsewhere: program and inputs
+            np.savez(os.path.join(os.environ["OUT"], f"parity_{name}.npz"), wire=np.frombuffer(to_wire(prog), np.uint8),
+                     grid=np.asarray(grid if grid is not None else (0,)), **arrays)
         count += 1
     # flat kernels with launches that interleave several invocations per thread (the default launch
     # of these small problems does not)
