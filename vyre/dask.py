@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import DispatchError
-from .ir import Program
+from .ir.program import Program, program_of
 from .ir.wire import from_wire, to_wire
 
 try:
@@ -37,11 +37,8 @@ DimFn = Callable[[tuple[int, ...]], Sequence[int]]
 
 
 def _program_of(program: Any) -> Program:
-    """A Program, or the program of a frontend kernel (anything with a ``.program``)."""
-    p = getattr(program, "program", program)
-    if not isinstance(p, Program):
-        raise DispatchError(f"expected a vyre Program or kernel, got {type(program).__name__}. "
-                            "Fix: pass a Program (Program.wrapped(...)) or a @vyre.kernel function")
+    """A Program, or the program of a frontend kernel, validated."""
+    p = program_of(program, DispatchError)
     p.validate()
     return p
 

@@ -24,7 +24,7 @@ from ..ir.expr import (
 )
 from ..ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store, node_exprs
 from ..ir.ops import BINOP_RULES, UNOP_RULES, AtomicOp
-from ..ir.program import Program
+from ..ir.program import Program, program_of
 from ..ir.types import DataType
 from .prepare import iter_paths
 from .rules import UNOP_DERIV, NonDiff, stops_gradient
@@ -49,14 +49,8 @@ def as_names(names: str | Iterable[str], label: str) -> list[str]:
 
 
 def as_program(obj: object) -> Program:
-    """A Program, or the ``.program`` of a ``@vyre.kernel`` function."""
-    if isinstance(obj, Program):
-        return obj
-    prog = getattr(obj, "program", None)
-    if isinstance(prog, Program):
-        return prog
-    raise AutodiffError(f"expected a vyre Program or a @vyre.kernel function, got {type(obj).__name__}. "
-                        "Fix: pass kernel.program or a Program")
+    """A Program, or the ``.program`` of a ``@vyre.kernel`` function (:func:`vyre.ir.program.program_of`)."""
+    return program_of(obj, AutodiffError)
 
 
 def scalar_inputs(program: Program, inputs: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import DispatchError, FrontendError
 from ..ir import DataType, Program
+from ..ir.program import program_of as _program_of
 from .intrinsics import SCALAR_TYPES
 from .markers import _ArrayType
 from .lower import lower_kernel
@@ -278,14 +279,8 @@ def kernel_in_file(spec: str) -> KernelFunction:
 
 
 def program_of(obj: Any) -> Program:
-    """A Program, or the program of a ``@vyre.kernel`` function."""
-    if isinstance(obj, Program):
-        return obj
-    prog = getattr(obj, "program", None)
-    if isinstance(prog, Program):
-        return prog
-    raise DispatchError(f"expected a vyre Program or a @vyre.kernel function, got {type(obj).__name__}. "
-                        "Fix: pass kernel.program or a Program")
+    """A Program, or the program of a ``@vyre.kernel`` function (:func:`vyre.ir.program.program_of`)."""
+    return _program_of(obj, DispatchError)
 
 
 def grad(kernel_or_program: Any, wrt: str | Sequence[str], outputs: str | Sequence[str] | None = None,

@@ -191,3 +191,16 @@ class Program:
         from .printer import print_program
 
         return print_program(self)
+
+
+def program_of(obj: object, err: type[Exception]) -> Program:
+    """``obj`` if it is a Program, else its ``.program`` (a ``@vyre.kernel`` function); anything else
+    raises ``err`` (the caller's error kind) with a fix. The one place every entry point that takes
+    "a program or a kernel" resolves it."""
+    if isinstance(obj, Program):
+        return obj
+    prog = getattr(obj, "program", None)
+    if isinstance(prog, Program):
+        return prog
+    raise err(f"expected a vyre Program or a @vyre.kernel function, got {type(obj).__name__}. "
+              "Fix: pass kernel.program or a Program")
