@@ -866,6 +866,13 @@ def parity():
         got = vcompile(prog, "cuda")({k: v.copy() for k, v in arrays.items()}, grid=grid)
         fails += [f"{name}: {d}" for d in differences(got, ref, exact=name in EXACT_EXAMPLES)]
         count += 1
+    from tests.int_edge_cases import cases as int_edge_cases
+
+    for name, prog, arrays in int_edge_cases():  # i32 edge values through ops the device once got wrong
+        ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()})
+        got = vcompile(prog, "cuda")({k: v.copy() for k, v in arrays.items()})
+        fails += [f"{name}: {d}" for d in differences(got, ref, exact=True)]
+        count += 1
     import hypothesis
 
     from vyre.ir.wire import to_wire

@@ -150,11 +150,14 @@ def sample_programs(count: int) -> list[Program]:
 
 def run_ptx(extra: list[Program]) -> None:
     from tests.interleave_cases import interleave_cases
+    from tests import int_edge_cases
     from tests.warp_add_cases import PTX_EXPECT, ptx_programs
 
     progs = [(name, prog) for name, prog, *_ in cases()] + [(f"extra_{i}", p) for i, p in enumerate(extra)]
     progs += [(f"interleave_{name}", prog) for name, prog, _ in interleave_cases()]
     progs += ptx_programs()
+    progs += [(name, prog) for name, prog, _ in int_edge_cases.cases()]
+    expect = {**PTX_EXPECT, **int_edge_cases.PTX_EXPECT}
     from tests.test_cpu_index_family import family_cases
 
     progs += [(name, prog) for name, prog, *_ in family_cases(4)]
@@ -162,7 +165,7 @@ def run_ptx(extra: list[Program]) -> None:
         try:
             ptx = ptx_for(prog)
             problems = [] if ".target sm_90" in ptx and ".entry" in ptx else ["no sm_90 entry in PTX"]
-            must, must_not = PTX_EXPECT.get(name, ((), ()))
+            must, must_not = expect.get(name, ((), ()))
             problems += [f"PTX lacks {s!r}" for s in must if s not in ptx]
             problems += [f"PTX has {s!r}" for s in must_not if s in ptx]
             print(json.dumps({"case": name, "problems": problems}), flush=True)

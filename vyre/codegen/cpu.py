@@ -241,6 +241,11 @@ def _vy_at_compare_exchange(b, i, expected, v, zero):
 @_dev
 def _vy_fmod(a, b):
     return np.fmod(a, b)
+
+
+@_dev
+def _vy_iabs(a):
+    return int32(abs(int64(a)))
 ''' + CPU_MATH
 
 

@@ -238,6 +238,16 @@ def emit_cuda(program: Program, *, cache: bool = False, simulator: bool = False)
         "",
         "",
         "_vy_fmod = _dev(_vy_fmod)",
+        "",
+        "",
+        *(["def _vy_iabs(a):", "    return int32(abs(int64(a)))"] if simulator else [
+            "from vyre.codegen.cuda_runtime import opaque as _vy_k", "",
+            "",
+            "def _vy_iabs(a):",
+            "    return int32(_vy_k(abs(int64(a))))  # not abs.s32: vyre/codegen/cuda_runtime.py"]),
+        "",
+        "",
+        "_vy_iabs = _dev(_vy_iabs)",
         *(line for fn in F32_HELPERS for line in (
             "", "", f"def _vy_f32_{fn}(a):", f"    return math.{fn}(a)", "", "", f"_vy_f32_{fn} = _dev(_vy_f32_{fn})")),
     ]

@@ -24,7 +24,7 @@ from ..ir import (
 from ..ir.typing import expr_type
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 
-CODEGEN_VERSION = 12
+CODEGEN_VERSION = 13
 
 
 @dataclass(frozen=True, slots=True)

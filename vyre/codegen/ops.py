@@ -138,7 +138,7 @@ def _abs(t: DataType, a: str) -> str:
     if t is DataType.U32:
         return a
     if t is DataType.I32:
-        return f"int32(abs(int64({a})))"
+        return f"_vy_iabs({a})"  # each target defines it (vyre/codegen/cuda_runtime.py says why)
     return f"abs({a})"
 
 

@@ -267,6 +267,11 @@ def _vy_at_compare_exchange(b, i, expected, v, zero):
 def _vy_fmod(a, b):
     return np.fmod(a, b)
 
+
+@_dev
+def _vy_iabs(a):
+    return int32(abs(int64(a)))
+
 _VY_INV_PIO4 = np.array([
     0xa2, 0xa2f9, 0xa2f983, 0xa2f9836e, 0xf9836e4e, 0x836e4e44, 0x6e4e4415, 0x4e441529,
     0x441529fc, 0x1529fc27, 0x29fc2757, 0xfc2757d1, 0x2757d1f5, 0x57d1f534, 0xd1f534dd, 0xf534ddc0,

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda, codegen v12. Do not edit.
+# vyre generated kernel: target cuda, codegen v13. Do not edit.
 import math
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 
@@ -10,6 +10,16 @@ def _vy_fmod(a, b):
 
 
 _vy_fmod = _dev(_vy_fmod)
+
+
+from vyre.codegen.cuda_runtime import opaque as _vy_k
+
+
+def _vy_iabs(a):
+    return int32(_vy_k(abs(int64(a))))  # not abs.s32: vyre/codegen/cuda_runtime.py
+
+
+_vy_iabs = _dev(_vy_iabs)
 
 
 def _vy_f32_exp(a):

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda (simulator), codegen v12. Do not edit.
+# vyre generated kernel: target cuda (simulator), codegen v13. Do not edit.
 import types
 import math as _m
 import numpy as _np
@@ -24,6 +24,13 @@ def _vy_fmod(a, b):
 
 
 _vy_fmod = _dev(_vy_fmod)
+
+
+def _vy_iabs(a):
+    return int32(abs(int64(a)))
+
+
+_vy_iabs = _dev(_vy_iabs)
 
 
 def _vy_f32_exp(a):
