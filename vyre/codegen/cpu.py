@@ -22,7 +22,7 @@ from ..ir import (
     Assign, Atomic, AtomicOp, Barrier, Block, DataType, Expr, Let, Loop, Node, Program, Region,
     SubgroupBallot, SubgroupReduce, SubgroupShuffle, walk_nodes,
 )
-from .emit import CODEGEN_VERSION, AtomicSite, Binding, Emitter, has_return, uses
+from .emit import CODEGEN_VERSION, AtomicSite, Binding, Emitter, SubgroupCode, has_return, uses
 from .flat import is_tunable
 from .cpu_narrow import NARROW_PRELUDE, OPAQUE_IMPORT, CpuEmitter, id_lines
 from .cpu_private import private_atomics, private_parallel_entry
@@ -273,7 +273,7 @@ class CpuTarget:
         return ["_ret = True", "break"]
 
     def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
-                 fresh: Callable[[str], str]) -> list[str]:
+                 fresh: Callable[[str], str]) -> SubgroupCode:
         raise CodegenError("subgroup op reached the per-invocation CPU emitter (internal). Fix: report this bug")
 
 
@@ -327,7 +327,7 @@ class _Lockstep:
     def lane_array(self, name: str, t: DataType, scope: dict[str, Binding]) -> str:
         arr = self.em.fresh("la") + "_" + name
         self.lane_arrays.append((arr, t))
-        scope[name] = Binding(f"{arr}[_l]", t)
+        scope[name] = Binding(f"{arr}[_l]", t, arr)
         return arr
 
     def segment(self, stmts: list[Node], scope: dict[str, Binding], indent: int) -> None:
@@ -370,7 +370,8 @@ class _Lockstep:
         if isinstance(v, SubgroupShuffle):
             stmts.append(Let(lane_name, v.lane))
         self.segment(stmts, scope, indent)
-        src = scope[op_name].src.removesuffix("[_l]")
+        src = scope[op_name].lane_array
+        assert src is not None  # segment() bound it to a lane array
         dest = self.lane_array(n.name, t, scope)
         wg = self.program.workgroup_invocations
         em.emit(indent, f"for _s in range({wg // 32}):")
@@ -390,7 +391,8 @@ class _Lockstep:
                 em.emit(indent + 1, "for _k in range(32):")
                 em.emit(indent + 2, f"{dest}[_b + _k] = uint32(_acc)")
             case SubgroupShuffle():
-                lanes = scope[lane_name].src.removesuffix("[_l]")
+                lanes = scope[lane_name].lane_array
+                assert lanes is not None
                 em.emit(indent + 1, "for _k in range(32):")
                 em.emit(indent + 2, f"{dest}[_b + _k] = {src}[_b + (int64({lanes}[_b + _k]) & 31)]")
             case _:
@@ -415,7 +417,7 @@ class _Lockstep:
                 case Let():
                     self.subgroup(n, scope, indent)
                 case Loop(var, start, end, lbody):
-                    lane0 = {k: Binding(b.src.replace("[_l]", "[0]"), b.type) for k, b in scope.items()}
+                    lane0 = {k: b.at_lane("0") for k, b in scope.items()}  # uniform: lane 0's value
                     s, e = self.em.expr(start, lane0), self.em.expr(end, lane0)
                     it = self.em.fresh("_it")
                     inner = dict(scope)

@@ -16,6 +16,8 @@ by atomics of one operation only (no loads or stores of it), and that operation 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..ir import Atomic, AtomicOp, DataType, Let, Load, Program, Store, node_exprs, walk, walk_nodes
 from .emit import read_names
 from .ops import CTOR
@@ -35,9 +37,10 @@ _IDENTITY: dict[tuple[AtomicOp, DataType], str] = {
     (AtomicOp.OR, DataType.I32): "0", (AtomicOp.OR, DataType.U32): "0",
     (AtomicOp.XOR, DataType.I32): "0", (AtomicOp.XOR, DataType.U32): "0",
 }
-_MERGE: dict[AtomicOp, str] = {
-    AtomicOp.ADD: "{a} + {b}", AtomicOp.MIN: "min({a}, {b})", AtomicOp.MAX: "max({a}, {b})",
-    AtomicOp.AND: "{a} & {b}", AtomicOp.OR: "{a} | {b}", AtomicOp.XOR: "{a} ^ {b}",
+_MERGE: dict[AtomicOp, Callable[[str, str], str]] = {
+    AtomicOp.ADD: lambda a, b: f"{a} + {b}", AtomicOp.MIN: lambda a, b: f"min({a}, {b})",
+    AtomicOp.MAX: lambda a, b: f"max({a}, {b})", AtomicOp.AND: lambda a, b: f"{a} & {b}",
+    AtomicOp.OR: lambda a, b: f"{a} | {b}", AtomicOp.XOR: lambda a, b: f"{a} ^ {b}",
 }
 
 
@@ -87,7 +90,7 @@ def private_parallel_entry(program: Program, ops: dict[str, AtomicOp], src: dict
               "        for _g in range(_lo, _hi):", *("            " + line for line in body)]
     for b in names:
         t, dst, cp = program.buffer(b).element, src[b], _copies(private_src[b])
-        merged = _MERGE[ops[b]].format(a="_acc", b=f"{cp}[_k, _j]")
+        merged = _MERGE[ops[b]]("_acc", f"{cp}[_k, _j]")
         lines += [f"    for _j in numba.prange({dst}.shape[0]):",
                   f"        _acc = {dst}[_j]",
                   "        for _k in range(_nc):",

@@ -10,7 +10,7 @@ from ..ir import (
     AtomicOp, BinOpKind, BufferDecl, DataType, Expr, Program, SubgroupBallot, SubgroupReduce,
     SubgroupShuffle,
 )
-from .emit import AtomicSite, CODEGEN_VERSION, Binding, Emitter
+from .emit import AtomicSite, CODEGEN_VERSION, Binding, Emitter, SubgroupCode
 from .flat import is_tunable
 from .pipeline import lower
 from .interleave import INTERLEAVE, Interleaver, worth_interleaving
@@ -123,31 +123,30 @@ class CudaTarget:
         return ["_ret = True", "break"] if self.flag_returns else ["return"]
 
     def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
-                 fresh: Callable[[str], str]) -> list[str]:
+                 fresh: Callable[[str], str]) -> SubgroupCode:
         if self.emulate_subgroups:
             return self._emulated(e, operand, operand_type, fresh)
         match e:
             case SubgroupBallot(c):
-                return [f"{{dest}} = uint32(cuda.ballot_sync({FULL_MASK}, {operand(c)}))"]
+                return SubgroupCode((), f"uint32(cuda.ballot_sync({FULL_MASK}, {operand(c)}))")
             case SubgroupShuffle(v, lane):
                 src = f"int32({operand(lane)} & uint32(31))"
                 if operand_type is DataType.BOOL:
-                    return [f"{{dest}} = cuda.shfl_sync({FULL_MASK}, int32(1) if {operand(v)} else int32(0), "
-                            f"{src}) != 0"]
-                return [f"{{dest}} = {_shfl(operand_type, operand(v), src)}"]
+                    return SubgroupCode((), f"cuda.shfl_sync({FULL_MASK}, int32(1) if {operand(v)} else int32(0), "
+                                            f"{src}) != 0")
+                return SubgroupCode((), _shfl(operand_type, operand(v), src))
             case SubgroupReduce(op, v):
                 acc = fresh("_sg")
                 lines = [f"{acc} = {operand(v)}"]
                 for off in (16, 8, 4, 2, 1):
                     other = _shfl(operand_type, acc, f"int32(_lane ^ uint32({off}))")
                     lines.append(f"{acc} = {_combine(op, operand_type, acc, other)}")
-                lines.append(f"{{dest}} = {acc}")
-                return lines
+                return SubgroupCode(tuple(lines), acc)
         raise CodegenError(f"not a subgroup op: {e!r}")
 
 
     def _emulated(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
-                  fresh: Callable[[str], str]) -> list[str]:
+                  fresh: Callable[[str], str]) -> SubgroupCode:
         st = DataType.U32 if operand_type is DataType.BOOL else operand_type
         self.scratch_types.add(st)
         scratch = f"_sgs_{st.short}"
@@ -170,7 +169,7 @@ class CudaTarget:
                          f"    {acc} = {_combine(op, operand_type, acc, f'{scratch}[_lin - _lane + _k]')}"]
             case _:
                 raise CodegenError(f"not a subgroup op: {e!r}")
-        return [*lines, "cuda.syncthreads()", f"{{dest}} = {acc}"]
+        return SubgroupCode((*lines, "cuda.syncthreads()"), acc)
 
 
 # The simulator runs kernels as Python, where math.log(-1) raises; the GPU returns NaN. Route the

@@ -29,8 +29,25 @@ CODEGEN_VERSION = 13
 
 @dataclass(frozen=True, slots=True)
 class Binding:
+    """Where a local lives: ``src`` is its source in the current invocation. A local of the CPU's
+    lockstep form lives in the per-lane array ``lane_array`` (``src`` is ``f"{lane_array}[_l]"``)."""
+
     src: str
     type: DataType
+    lane_array: str | None = None
+
+    def at_lane(self, lane: str) -> Binding:
+        """The binding as lane ``lane`` sees it (itself unless it lives in a per-lane array)."""
+        return self if self.lane_array is None else Binding(f"{self.lane_array}[{lane}]", self.type)
+
+
+@dataclass(frozen=True)
+class SubgroupCode:
+    """A subgroup operation's source as a target gives it: ``lines`` (statements at the ``Let``'s
+    indentation) run first, then the emitter binds the ``Let``'s destination to ``value``."""
+
+    lines: tuple[str, ...]
+    value: str
 
 
 @dataclass(frozen=True)
@@ -56,7 +73,7 @@ class Target(Protocol):
     def atomic(self, site: AtomicSite, buf: str, idx: str, val: str, expected: str | None, zero: str) -> str: ...
     def barrier(self) -> list[str]: ...
     def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
-                 fresh: Callable[[str], str]) -> list[str]: ...
+                 fresh: Callable[[str], str]) -> SubgroupCode: ...
     def ret(self) -> list[str]: ...
 
 
@@ -262,10 +279,10 @@ class Emitter:
                     operand = value.cond if isinstance(value, SubgroupBallot) else value.value
                     ot = self.type_of(operand, scope)
                     inner = dict(scope)
-                    lines = self.target.subgroup(value, lambda x: self.expr(x, inner), ot, self.fresh)
-                    dest = self.let_target(name, t, scope)
-                    for line in lines:
-                        self.emit(indent, line.replace("{dest}", dest))
+                    code = self.target.subgroup(value, lambda x: self.expr(x, inner), ot, self.fresh)
+                    for line in code.lines:
+                        self.emit(indent, line)
+                    self.emit(indent, f"{self.let_target(name, t, scope)} = {code.value}")
                 else:
                     rhs = self.expr(value, scope)
                     const = self.const_let(name, value, scope)
