@@ -3,15 +3,23 @@
 ``vg = value_and_grad_fn(program, "out", ["x", "y"])`` builds the fused program once (forward
 values, gradients of ``sum(out)`` and, on device arrays, the loss in partial sums: one kernel,
 :mod:`vyre.autodiff.fused`); ``loss, grads = vg({"x": x, "y": y})`` then costs that kernel's
-cached launch, a zero fill of the loss partials (and of gradients that are accumulated rather
-than stored), and the loss's reduction, when called again over the very same arrays.
+launch (plus zero fills of gradients that are accumulated rather than stored, and the loss's
+reduction where it has more than one partial), when called again over the very same arrays.
+
+Per call on device arrays, once a call has taken the kernel's cached launch, the handle keeps its
+own copy of that launch (:meth:`~vyre.driver.fast_launch.FastLaunch.clone`): a call over the same
+arrays checks their identity (and, for PyTorch tensors, their storage), and launches; no dict is
+built, no dispatch lookup runs. Where the loss is one partial (up to 8192 outputs), the kernel adds
+it straight into a new device scalar taken from a zero-filled pool (:class:`~vyre.driver.arrays.ScalarPool`),
+so there is no fill, copy or allocation for it either.
 
 Buffers: everything the handle allocates (gradients, outputs not passed, loss partials) is of
 the inputs' kind and device and is **reused** by the next call over the same input arrays, like
 PyTorch's ``.grad``: copy a gradient to keep it past the next call. The loss is a fresh value
-each call (a float on the host, a float64 device scalar for CuPy / PyTorch CUDA). Arrays passed
-for buffers the forward writes are written in place. A call over other arrays (or another
-``grid``) sets up new buffers; the handle holds the arrays of its last set weakly.
+each call, never overwritten later (a float on the host; a float64 0-d device array for CuPy and
+PyTorch CUDA; a float for numba device arrays). Arrays passed for buffers the forward writes are
+written in place. A call over other arrays (or another ``grid``) sets up new buffers; the handle
+holds the arrays of its last set weakly.
 """
 
 from __future__ import annotations
@@ -24,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..driver.arrays import ArrayKind, DeviceFill, copy_device_bytes, current_stream, device_pointer
-from ..driver.fast_launch import CAPTURE
+from ..driver.arrays import ArrayKind, DeviceFill, ScalarPool, copy_device_bytes, current_stream, device_pointer
+from ..driver.fast_launch import CAPTURE, FastLaunch
 from ..driver.geometry import Grid, grid3, launch_grid
 from ..errors import AutodiffError, DispatchError
 from ..ir.program import Program
@@ -33,6 +41,12 @@ from .checkpoint import tape_arrays
 from .fused import LOSS_PREFIX, loss_program, needs_zero_fill, partial_count
 from .reverse import GRAD_PREFIX, STORED_PREFIX
 from .runners import array_size, forward_grid, forward_lengths, hashable, input_kind
+
+_ADOPT_TRIES = 4  # calls through dispatch before the handle stops looking for a cached launch to copy
+
+
+def _is_torch(obj: Any) -> bool:
+    return type(obj).__module__.startswith("torch")
 
 
 @dataclass(eq=False)
@@ -48,6 +62,17 @@ class _Setup:
     grid: tuple[int, int, int]
     program: Program  # the fused program this set runs
     scalar_src: int = 0  # device pointer of a one-element partials buffer: the loss is copied out
+    # PyTorch tensors, passed (by name) or allocated: (name or tensor, data pointer, element count) when
+    # set up; a tensor whose storage was swapped in place (set_, resize_) makes the set stale
+    in_tensors: tuple[tuple[str, int, int], ...] = ()
+    own_tensors: tuple[tuple[Any, int, int], ...] = ()
+    # the handle's own copy of the kernel's cached launch, once a call has taken it
+    fast: FastLaunch | None = None
+    seen: Any = None  # the kernel's cached launch after the previous call (adopted once stable)
+    tries: int = 0
+    pool: ScalarPool | None = None  # one-partial loss: the kernel adds into a fresh pooled scalar
+    loss_slot: int = -1  # the loss partials' index among the launch's packed arrays
+    zero_pooled: tuple[Callable[[], None], ...] = ()  # ``zero`` without the loss partials' fill
 
     def loss(self) -> Any:
         if self.scalar_src:
@@ -68,7 +93,59 @@ class _Setup:
             obj = ref()
             if obj is None or inputs.get(name) is not obj:
                 return False
+        for name, ptr, n in self.in_tensors:
+            t = inputs[name]
+            if t.data_ptr() != ptr or t.numel() != n or not t.is_contiguous():
+                return False
+        for t, ptr, n in self.own_tensors:
+            if t.data_ptr() != ptr or t.numel() != n or not t.is_contiguous():
+                return False
         return True
+
+    def launch(self, fast: FastLaunch) -> tuple[Any, dict[str, Any]] | None:
+        """One call through the handle's own launch; None when it could not run (nothing ran)."""
+        pool = self.pool
+        loss = None
+        if pool is None or CAPTURE.stream is not None:  # a capture replays fixed pointers: the fixed partials
+            for fill in self.zero:
+                fill()
+            if pool is not None:
+                fast.set_pointer(self.loss_slot, self.scalar_src)
+        else:
+            for fill in self.zero_pooled:
+                fill()
+            loss, ptr = pool.take()
+            fast.set_pointer(self.loss_slot, ptr)
+        if not fast.run():
+            return None
+        if CAPTURE.stream is not None:  # a library reduction would run outside the capture (vyre.graph)
+            return self.loss_of, dict(self.grads)
+        return (self.kind.total(self.loss_of) if loss is None else loss), dict(self.grads)
+
+    def adopt(self, program: Program, backend: str | None, args: Mapping[str, Any], output: str) -> None:
+        """Copy the kernel's cached launch once it has stayed the same over two calls with ``args``
+        (the launch policy has settled): later calls launch it directly."""
+        from ..driver.dispatch import dispatched_kernel
+
+        self.tries += 1
+        k = dispatched_kernel(program, backend)
+        fast = None if k is None or k.backend != "cuda" else k._fast
+        if (k is None or fast is None or fast.launch is not k.launch or fast.slots is None
+                or not fast.matches(args, self.grid, None)):
+            self.seen = None
+            return
+        if fast is not self.seen:
+            self.seen = fast
+            return
+        mine = fast.clone()
+        if self.pool is not None:
+            assert mine.slots is not None
+            slot = mine.slots.get(LOSS_PREFIX + output)
+            if slot is None:
+                return
+            self.loss_slot = slot
+        self.fast = mine
+        self.seen = None
 
 
 if TYPE_CHECKING:
@@ -99,11 +176,20 @@ class ValueAndGrad:
         st = self._setup
         if st is None or not st.matches(inputs):
             st = self._setup = self._prepare(inputs)
+        fast = st.fast
+        if fast is not None:  # the same arrays as set up: the handle's own launch
+            done = st.launch(fast)
+            if done is not None:
+                return done
+            st.fast = None  # it could not run here (another thread, another stream): dispatch from now on
+            st.tries = _ADOPT_TRIES
         for fill in st.zero:
             fill()
         args = dict(st.own)
         args.update(inputs)
         dispatch(st.program, args, backend=self.backend, grid=st.grid)
+        if st.tries < _ADOPT_TRIES and st.kind.device and st.refs:
+            st.adopt(st.program, self.backend, args, self.output)
         if CAPTURE.stream is not None:  # a library reduction would run outside the capture (vyre.graph)
             return st.loss_of, dict(st.grads)
         return st.loss(), dict(st.grads)
@@ -158,8 +244,15 @@ class ValueAndGrad:
             refs = ()  # arrays that cannot be referenced weakly never match: set up again each call
         if any(array_size(v) == 0 for v in inputs.values()):
             refs = ()
+        in_tensors = tuple((k, int(t.data_ptr()), int(t.numel())) for k, t in inputs.items() if _is_torch(t))
+        own_tensors = tuple((t, int(t.data_ptr()), int(t.numel())) for t in own.values() if _is_torch(t))
+        pool = None
+        pooled = fills
+        if scalar_src and kind.pooled_scalars:  # the kernel adds the loss into a pooled scalar
+            pool = ScalarPool(kind)
+            pooled = tuple(f for f, a in zip(fills, zero, strict=True) if a is not loss_of)
         return _Setup(refs if len(refs) == len(inputs) else (), own, fills, grads, loss_of, kind, g3, fused,
-                      scalar_src)
+                      scalar_src, in_tensors, own_tensors, pool=pool, zero_pooled=pooled)
 
 def value_and_grad_fn(program: Program | Tape, output: str | Sequence[str], wrt: str | Sequence[str], *,
                       backend: str | None = None, grid: Grid | None = None,

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import DispatchError
+from . import fast_launch
 from .dlpack import DL_CPU, dlpack_device, is_dlpack
 from .fast_launch import CAPTURE, CUDA_ERROR_INVALID_CONTEXT
 
@@ -25,6 +27,7 @@ class ArrayKind:
 
     name = "numpy"
     device = False
+    pooled_scalars = False  # scalar_chunk works (a ScalarPool can hand out device scalars)
 
     def zeros(self, n: int, dtype: np.dtype) -> Any:
         return np.zeros(n, dtype=dtype)
@@ -67,10 +70,17 @@ class ArrayKind:
         """A new float64 0-d device array and its pointer (None: this kind has no device scalar)."""
         return None
 
+    def scalar_chunk(self, n: int) -> tuple[Sequence[Any], int] | None:
+        """``n`` zero-filled float64 0-d device arrays over one allocation, and its device pointer
+        (scalar ``k`` lies at ``pointer + 8 k``); None: this kind has no device scalar
+        (:class:`ScalarPool`)."""
+        return None
+
 
 class CupyKind(ArrayKind):
     name = "cupy"
     device = True
+    pooled_scalars = True
 
     def __init__(self, cp: Any) -> None:
         self.cp = cp
@@ -106,6 +116,10 @@ class CupyKind(ArrayKind):
         out = self.cp.empty((), dtype=np.float64)
         return out, int(out.data.ptr)
 
+    def scalar_chunk(self, n: int) -> tuple[Sequence[Any], int] | None:
+        chunk = self.cp.zeros(n, dtype=np.float64)
+        return _CupyScalars(self.cp, chunk), int(chunk.data.ptr)
+
     def size(self, a: Any) -> int:
         return int(a.size)
 
@@ -116,7 +130,7 @@ class TorchKind(ArrayKind):
     def __init__(self, torch: Any, device: Any) -> None:
         self.torch = torch
         self.dev = device
-        self.device = device.type == "cuda"
+        self.device = self.pooled_scalars = device.type == "cuda"
 
     @functools.cached_property
     def _dtypes(self) -> dict[np.dtype, Any]:
@@ -164,6 +178,12 @@ class TorchKind(ArrayKind):
             return None
         out = self.torch.empty((), dtype=self.torch.float64, device=self.dev)
         return out, int(out.data_ptr())
+
+    def scalar_chunk(self, n: int) -> tuple[Sequence[Any], int] | None:
+        if not self.device:
+            return None
+        chunk = self.torch.zeros(n, dtype=self.torch.float64, device=self.dev)
+        return chunk.unbind(), int(chunk.data_ptr())  # unbind: n views in one C++ call
 
     def size(self, a: Any) -> int:
         return int(a.numel())
@@ -287,6 +307,49 @@ class JaxKind(ArrayKind):
         return jax.numpy.asarray(self.to_host(a))  # numba arrays speak no DLPack: through the host
 
 
+class _CupyScalars(Sequence[Any]):
+    """The 0-d views of a CuPy float64 chunk, each made when first asked for (about 1 us)."""
+
+    __slots__ = ("chunk", "cp")
+
+    def __init__(self, cp: Any, chunk: Any) -> None:
+        self.cp, self.chunk = cp, chunk
+
+    def __len__(self) -> int:
+        return int(self.chunk.size)
+
+    def __getitem__(self, k: Any) -> Any:
+        return self.cp.ndarray((), np.float64, self.chunk.data + 8 * k)
+
+
+class ScalarPool:
+    """Zero-filled float64 device scalars, one handed out per call: the loss a kernel adds into
+    (:mod:`vyre.autodiff.handle`) without a zero fill, a copy or an allocation per call. A chunk of
+    ``size`` scalars is allocated and zeroed at once; each :meth:`take` gives the next one as a new
+    0-d array of the kind, and no scalar is ever given out twice (a chunk lives as long as one of its
+    scalars does), so a value returned earlier is never overwritten."""
+
+    __slots__ = ("kind", "next", "ptr", "size", "views")
+
+    def __init__(self, kind: ArrayKind, size: int = 128) -> None:
+        self.kind, self.size = kind, size
+        self.views: Sequence[Any] = ()
+        self.ptr = 0
+        self.next = 0
+
+    def take(self) -> tuple[Any, int]:
+        """A new zero scalar and its device pointer."""
+        k = self.next
+        if k >= len(self.views):
+            made = self.kind.scalar_chunk(self.size)
+            if made is None:
+                raise DispatchError(f"{self.kind.name} arrays have no device scalar")
+            self.views, self.ptr = made
+            k = 0
+        self.next = k + 1
+        return self.views[k], self.ptr + 8 * k
+
+
 NUMPY = ArrayKind()
 
 
@@ -353,9 +416,7 @@ def current_stream(a: Any) -> int:
     if CAPTURE.stream is not None:
         return CAPTURE.stream
     if type(a).__module__.startswith("torch"):
-        from .fast_launch import torch_stream
-
-        return torch_stream(a.device.index)
+        return fast_launch.torch_stream(a.device.index)
     return 0
 
 
@@ -404,9 +465,7 @@ class DeviceFill:
         if CAPTURE.stream is not None:
             stream: int = CAPTURE.stream
         elif self.torch_device is not None:
-            from .fast_launch import torch_stream
-
-            stream = torch_stream(self.torch_device)
+            stream = fast_launch.torch_stream(self.torch_device)
         else:
             stream = 0
         _call_in_context(_memset, self.args[0], 0, self.args[1], stream or None)

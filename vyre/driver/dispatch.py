@@ -225,6 +225,13 @@ def _kernel_for(program: Program, b: str) -> Kernel:
     return k
 
 
+def dispatched_kernel(program: Program, backend: str | None) -> Kernel | None:
+    """The kernel :func:`dispatch` last ran for this very Program object and ``backend`` argument
+    (None if it has not), e.g. to take over its cached launch (:mod:`vyre.autodiff.handle`)."""
+    hit = _by_identity.get((id(program), backend))
+    return hit[1] if hit is not None and hit[0] is program else None
+
+
 def dispatch(program: Program, inputs: Mapping[str, Any], *, backend: str | None = None,
              grid: Grid | None = None, dim: Grid | None = None, workgroup_size: Grid | None = None,
              return_device: bool | None = None, device: int | None = None,

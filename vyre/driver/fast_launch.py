@@ -79,12 +79,22 @@ class _Capture(threading.local):
 CAPTURE = _Capture()
 
 
-def torch_stream(device_index: int | None) -> int:
-    """PyTorch's current stream (a ``CUstream`` as an int) on device ``device_index``."""
-    import torch
+_raw_stream: Callable[[int], int] | None = None  # torch._C._cuda_getCurrentRawStream, once torch is in use
 
-    return int(torch._C._cuda_getCurrentRawStream(torch.cuda.current_device() if device_index is None
-                                                   else device_index))
+
+def torch_stream(device_index: int | None) -> int:
+    """PyTorch's current stream (a ``CUstream`` as an int) on device ``device_index``: one C call per
+    launch (PyTorch keeps the current stream per thread and device; ``torch.cuda.current_stream()``
+    would build a Stream object, about 1 us)."""
+    global _raw_stream
+    get = _raw_stream
+    if get is None or device_index is None:
+        import torch
+
+        get = _raw_stream = torch._C._cuda_getCurrentRawStream
+        if device_index is None:
+            device_index = torch.cuda.current_device()
+    return get(device_index)
 
 
 def launch_stream(inputs: Mapping[str, Any]) -> int:
@@ -143,6 +153,15 @@ class FastLaunch:
     cfg: Any = None  # the CUlaunchConfig whose stream field is set per call (cuLaunchKernelEx)
     stream: int = 0
     slots: dict[str, int] | None = None  # buffer name -> its index among the packed arrays
+    # (name, weak ref, (data pointer, element count) for a PyTorch tensor else None): what matches() checks
+    checks: tuple[tuple[str, Callable[[], Any], tuple[int, int] | None], ...] = ()
+
+    def __post_init__(self) -> None:
+        self._set_checks()
+
+    def _set_checks(self) -> None:
+        sig = {name: (ptr, n) for name, ptr, n, _ in self.tensors}
+        self.checks = tuple((name, ref, sig.get(name)) for name, ref in self.refs)
 
     def rebind(self, inputs: Mapping[str, Any], grid: Any, return_device: bool | None) -> bool:
         """Take other PyTorch tensors of the very same layout (dtype, element count, contiguous, same
@@ -185,44 +204,74 @@ class FastLaunch:
             vals[7 * self.slots[name] + 4] = ptr
         self.tensors = tuple(new)
         self.refs = refs
+        self._set_checks()
         return True
 
     def matches(self, inputs: Mapping[str, Any], grid: Any, return_device: bool | None) -> bool:
         if grid != self.grid or return_device != self.return_device or len(inputs) != len(self.refs):
             return False
-        for name, ref in self.refs:  # a plain loop: cheaper than all(map(...)) for a few buffers
+        for name, ref, sig in self.checks:  # a plain loop: cheaper than all(map(...)) for a few buffers
             obj = ref()
             if obj is None or inputs.get(name) is not obj:
                 return False
-        for name, ptr, n, _ in self.tensors:  # storage swapped under the same tensor object?
-            t = inputs[name]
-            if t.data_ptr() != ptr or t.numel() != n or not t.is_contiguous():
-                return False
+            # a PyTorch tensor: storage swapped under the same object (set_, resize_, as_strided_)?
+            if sig is not None:
+                t: Any = obj
+                if t.data_ptr() != sig[0] or t.numel() != sig[1] or not t.is_contiguous():
+                    return False
         return True
 
-    def _stream_now(self) -> int:
-        if CAPTURE.stream is not None:
-            return CAPTURE.stream
-        return 0 if self.torch_device is None else torch_stream(self.torch_device)
-
-    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Launch; ``inputs`` must be what :meth:`matches` just accepted. Returns a new dict of the
-        written buffers (the caller's own arrays, written in place), or None when this thread has
-        no current CUDA context (a thread other than the first dispatch's) or the launch would need
-        another stream than this launch can be given: then nothing ran, and the checked path must
-        take the call."""
-        s = self._stream_now() if self.torch_device is not None or CAPTURE.stream is not None else 0
+    def run(self) -> bool:
+        """Launch over the packed arguments, on the stream the call must use (the capture stream,
+        PyTorch's current stream, else the legacy default). False when this thread has no current
+        CUDA context (a thread other than the first dispatch's) or the launch would need another
+        stream than this launch can be given: then nothing ran."""
+        s = CAPTURE.stream
+        if s is None:
+            s = 0 if self.torch_device is None else torch_stream(self.torch_device)
         if s != self.stream:
             if self.cfg is None:
-                return None
+                return False
             self.cfg.stream = s
             self.stream = s
         err = self.call()
         if err:
             if err == CUDA_ERROR_INVALID_CONTEXT:
-                return None
+                return False
             raise DispatchError(f"the CUDA driver refused the launch (CUDA error {err}). Fix: check the "
                                 "device state (a previous kernel may have faulted) and the launch shape")
+        return True
+
+    def clone(self) -> FastLaunch:
+        """A copy with its own packed arguments (and launch config), for a caller that rewrites
+        pointers (:meth:`set_pointer`) or must not see :meth:`rebind` of the kernel's cached launch."""
+        vals = self.keep[0]
+        new_vals = (ctypes.c_int64 * len(vals)).from_buffer_copy(vals)
+        base = ctypes.addressof(new_vals)
+        ptrs = (ctypes.c_void_p * len(vals))(*[base + 8 * i for i in range(len(vals))])
+        fn, args = self.call.func, self.call.args  # type: ignore[attr-defined]
+        cfg = None
+        if self.cfg is not None:  # cuLaunchKernelEx(config*, func, params, extra)
+            cfg = LaunchConfig.from_buffer_copy(self.cfg)
+            call = functools.partial(fn, ctypes.byref(cfg), args[1], ptrs, None)
+            keep: tuple[Any, ...] = (new_vals, ptrs, cfg)
+        else:  # cuLaunchKernel(func, 3 grid, 3 block, shmem, stream, params, extra)
+            call = functools.partial(fn, *args[:-2], ptrs, None)
+            keep = (new_vals, ptrs)
+        return FastLaunch(self.refs, self.written, self.grid, self.launch, self.return_device, call, keep,
+                          self.tensors, self.torch_device, cfg, self.stream,
+                          None if self.slots is None else dict(self.slots))
+
+    def set_pointer(self, slot: int, ptr: int) -> None:
+        """Point packed array ``slot`` at device address ``ptr`` (same length and element size)."""
+        self.keep[0][7 * slot + 4] = ptr
+
+    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Launch (:meth:`run`); ``inputs`` must be what :meth:`matches` just accepted. Returns a
+        new dict of the written buffers (the caller's own arrays, written in place), or None when
+        nothing ran and the checked path must take the call."""
+        if not self.run():
+            return None
         w = self.written
         if len(w) == 1:  # the common case, without a comprehension's frame (about 0.1 us less)
             return {w[0]: inputs[w[0]]}
