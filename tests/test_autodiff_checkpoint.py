@@ -78,6 +78,25 @@ def test_tape_is_linear_and_only_for_values_the_adjoint_reads() -> None:
     assert sum(isinstance(n, Loop) for n in walk_nodes(back.entry)) == 5
 
 
+def test_replay_records_by_countdown_and_the_reverse_loads_states_ahead() -> None:
+    """The replay finds the iterations it records with a carried countdown (no division or
+    remainder per iteration); the reverse sweep loads iteration t - 1's state during iteration t,
+    before it recomputes anything (so the tape's memory latency overlaps the iteration)."""
+    from vyre.ir import Assign, BinOp, BinOpKind, Load, node_exprs, walk
+
+    prog = _recurrence()  # its body divides nothing
+    back = grad(prog, ["out"], ["x"])
+    _, tapes = scratch_buffers(prog, back)
+    names = {t.name for t in tapes}
+    replay, _segments, _segment_replay, sweep, _far = [n for n in walk_nodes(back.entry) if isinstance(n, Loop)]
+    ops = {e.op for n in walk_nodes(replay.body) for x in node_exprs(n) for e in walk(x) if isinstance(e, BinOp)}
+    assert not ops & {BinOpKind.DIV, BinOpKind.MOD}
+    first_loop = next(k for k, n in enumerate(sweep.body) if isinstance(n, Loop))
+    ahead = [n for n in sweep.body[:first_loop] if isinstance(n, Assign)
+             and any(isinstance(e, Load) and e.buffer in names for e in walk(n.value))]
+    assert len(ahead) == len(tapes) == 2
+
+
 def test_multi_dimensional_grids_reverse_by_recomputation() -> None:
     """grid_1d=False: InvocationId(0) does not identify an invocation, so no tape."""
     back = grad(_recurrence(), ["out"], ["x"], grid_1d=False)
@@ -103,3 +122,26 @@ def test_tapes_sized_for_too_few_invocations_give_nan_not_a_neighbours_state() -
     args.update(tape_arrays(prog, back, 2, max_states=8))  # sized for 2 of the 3 invocations
     g = np.asarray(dispatch(back, args, backend="interp", grid=(3, 1, 1))["grad_x"])
     assert np.all(np.isfinite(g[:2])) and np.isnan(g[2])
+
+
+def test_invocations_past_the_tapes_never_write_a_neighbours_states() -> None:
+    """Invocations past G store nothing: the tapes after 3 invocations on tapes sized for 2 hold
+    exactly what the 2 invocations wrote (else invocation 2's states land in invocation 0's
+    slots, which on a GPU it may overwrite before invocation 0 reads them)."""
+    from tests.autodiff_classes import BUFFERS
+    from vyre.ir import buflen, gid, if_, load
+
+    i = gid()
+    prog = Program.wrapped(BUFFERS, 1, [if_(i.lt(buflen("out")), [
+        let("a", load("x", i)), loop("k", 0, load("n", 0), [assign("a", sin(var("a")) * f64(1.5))]),
+        store("out", i, var("a"))])])
+    back = grad(prog, ["out"], ["x"])
+    x = np.array([0.3, 0.5, 0.7])
+    tapes = {}
+    for count in (2, 3):
+        args = {"x": x[:count], "n": np.array([4], np.uint32), "out": np.zeros(count),
+                "grad_out": np.ones(count), "grad_x": np.zeros(count)}
+        args.update({k: np.zeros_like(v) for k, v in tape_arrays(prog, back, 2, max_states=8).items()})
+        res = dispatch(back, args, backend="interp", grid=(count, 1, 1))
+        tapes[count] = {k: np.asarray(res[k]) for k in res if k.startswith("tape_") and k != "tape_info"}
+    assert tapes[2] and all(np.array_equal(tapes[2][k], tapes[3][k]) for k in tapes[2])

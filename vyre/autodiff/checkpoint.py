@@ -12,7 +12,11 @@ tape's length divided by ``C``: the runner sizes them (:func:`tape_arrays`) with
 and no data to upload, and one backward program serves every trip count and grid:
 
 * ``n <= C`` trips: every state is stored in the forward replay (stride 1); the reverse reads
-  them back. Work: one replay + one reverse sweep, O(n).
+  them back, the whole loop as one segment. Work: one replay + one reverse sweep, O(n).
+
+Per iteration, the replay records with a carried countdown and address (no division), and the
+reverse loads the state of the iteration after the current one (in reverse order) one iteration
+ahead, so the tape's latency overlaps the current iteration's work.
 * ``n > C``: the replay stores a checkpoint every ``L = ceil(n / K)`` iterations in ``K = C / 2``
   slots; the reverse handles the ``K`` segments last to first, replaying each from its checkpoint
   into the other ``S = C - K`` slots and reversing it from there. Work: about two replays + one
@@ -109,8 +113,8 @@ class TapePlan:
         loses ``tape_info``)."""
         live = [b for b in self.buffers if b in used]
         if not live:
-            # No tape survived (the adjoints never read carried values): every loop reverses in
-            # one-iteration segments, so ``C`` is unbounded and ``tape_info`` is not needed.
+            # No tape survived (the adjoints never read carried values): every loop reverses as
+            # one segment, so ``C`` is unbounded and ``tape_info`` is not needed.
             used.discard(self.info)
             c = Let(self.c, LitU32(0xFFFFFFFF))
             return tuple(c if isinstance(n, Let) and n.name == self.c else n for n in body)
@@ -120,13 +124,22 @@ class TapePlan:
     def addr(self, slot: Expr) -> Expr:
         return _b(BinOpKind.ADD, _b(BinOpKind.MUL, slot, Var(self.g)), InvocationId(0))
 
+    def owned(self) -> Expr:
+        """Whether this invocation has tape columns (``InvocationId(0) < G``)."""
+        return _b(BinOpKind.LT, InvocationId(0), Var(self.g))
+
     def store(self, buf: str, slot: Expr, value: Expr, ty: DataType) -> Store:
-        return Store(buf, self.addr(slot), to_tape(value, ty))
+        return self.store_at(buf, self.addr(slot), value, ty)
+
+    def store_at(self, buf: str, addr: Expr, value: Expr, ty: DataType) -> Store:
+        """A store to element ``addr`` of the tape (callers guard it with :meth:`owned`: an
+        invocation past ``G`` would write into a neighbour's states)."""
+        return Store(buf, addr, to_tape(value, ty))
 
     def load(self, buf: str, slot: Expr, ty: DataType) -> Expr:
         value = from_tape(Load(buf, self.addr(slot)), ty)
         if ty.is_float:  # an invocation past the G the tapes were sized for reads NaN, not a neighbour's state
-            return Select(_b(BinOpKind.LT, InvocationId(0), Var(self.g)), value, lit(math.nan, ty))
+            return Select(self.owned(), value, lit(math.nan, ty))
         return value
 
     def declare(self, used: set[str], first_binding: int) -> list[BufferDecl]:

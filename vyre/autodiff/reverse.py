@@ -234,11 +234,17 @@ class _Reverse:
         cols = {cv.name: t.new_buffer(cv.ty) for cv in s.carried}
         t.loops[s.var] = LoopTape(n, stride, cols)
         out += [Let(cv.name, cv.entry) for cv in s.carried]
-        rel = _b(BinOpKind.SUB, Var(s.var), s.start)
-        record = If(_b(BinOpKind.EQ, _b(BinOpKind.MOD, rel, Var(stride)), LitU32(0)),
-                    tuple(t.store(cols[cv.name], _b(BinOpKind.DIV, rel, Var(stride)), Var(cv.name), cv.ty)
-                          for cv in s.carried))
-        body: list[Node] = [record, *emit(s.body, self.names, stores=stores)]
+        # Every stride-th state goes to the next slot: a countdown to the next record and the
+        # record's address (slot * G + invocation) are carried, so an iteration costs a compare
+        # and a decrement instead of a division and a remainder.
+        due, at = self.names.fresh("due"), self.names.fresh("at")
+        out += [Let(due, LitU32(0)), Let(at, InvocationId(0))]
+        record = If(_b(BinOpKind.EQ, Var(due), LitU32(0)), (
+            If(t.owned(), tuple(t.store_at(cols[cv.name], Var(at), Var(cv.name), cv.ty) for cv in s.carried)),
+            Assign(at, _b(BinOpKind.ADD, Var(at), Var(t.g))),
+            Assign(due, Var(stride))))
+        body: list[Node] = [record, Assign(due, _b(BinOpKind.SUB, Var(due), LitU32(1))),
+                            *emit(s.body, self.names, stores=stores)]
         body += parallel_assign([(cv.name, cv.next) for cv in s.carried], self.names)
         out.append(Loop(s.var, s.start, s.end, tuple(body)))
         return out
@@ -457,15 +463,19 @@ class _Reverse:
             if self.may_be_zero(d0):  # else only if the body can make it zero (below)
                 self.zeroable.add(adjc[c.name])
             out.append(Let(adjc[c.name], d0))
-        nseg = fresh("nseg")
-        out.append(Let(nseg, Select(_b(BinOpKind.EQ, n, u32(0)), u32(0), _b(BinOpKind.DIV, _b(
-            BinOpKind.ADD, n, _b(BinOpKind.SUB, stride, u32(1))), stride))))
-        rs, seg_i, base, ln, multi = fresh("rs"), fresh("seg"), fresh("base"), fresh("len"), fresh("multi")
+        # Segments: with every state on the tape (stride 1, n <= C) the whole loop is one
+        # segment whose state t sits in slot t; else segment ``seg`` (``stride`` iterations from
+        # checkpoint slot ``seg``) is first replayed into the segment slots K, K+1, ...
+        multi, seglen, nseg = fresh("multi"), fresh("seglen"), fresh("nseg")
+        out += [Let(multi, _b(BinOpKind.GT, stride, u32(1))),
+                Let(seglen, Select(Var(multi), stride, n)),
+                Let(nseg, Select(_b(BinOpKind.EQ, n, u32(0)), u32(0), Select(Var(multi), _b(
+                    BinOpKind.DIV, _b(BinOpKind.ADD, n, _b(BinOpKind.SUB, stride, u32(1))), stride), u32(1))))]
+        rs, seg_i, base, ln = fresh("rs"), fresh("seg"), fresh("base"), fresh("len")
         seg: list[Node] = [
             Let(seg_i, _b(BinOpKind.SUB, _b(BinOpKind.SUB, Var(nseg), u32(1)), Var(rs))),
-            Let(base, _b(BinOpKind.MUL, Var(seg_i), stride)),
-            Let(ln, _b(BinOpKind.MIN, stride, _b(BinOpKind.SUB, n, Var(base)))),
-            Let(multi, _b(BinOpKind.GT, stride, u32(1))),
+            Let(base, _b(BinOpKind.MUL, Var(seg_i), Var(seglen))),
+            Let(ln, _b(BinOpKind.MIN, Var(seglen), _b(BinOpKind.SUB, n, Var(base)))),
         ]
         first = _b(BinOpKind.ADD, s.start, Var(base))
 
@@ -476,26 +486,36 @@ class _Reverse:
             return body + parallel_assign([(state[c.name], substitute(c.next, sub)) for c in s.carried],
                                           self.names)
 
+        def slot(k: Expr) -> Expr:
+            """The slot holding the state at the start of the segment's iteration ``k``: the
+            segment slots (the checkpoint, to recompute from, past the first S of them)."""
+            return Select(Var(multi), Select(_b(BinOpKind.LT, k, ss), _b(BinOpKind.ADD, kk, k), Var(seg_i)), k)
+
         # Replay the segment from its checkpoint, storing the states that fit the segment slots.
         st = {c.name: self.names.copy_of(c.name) for c in s.carried}
         seg += [Let(st[c.name], t.load(lt.columns[c.name], Var(seg_i), c.ty)) for c in s.carried]
         j = fresh("rj")
-        rec: list[Node] = [If(_b(BinOpKind.LT, Var(j), ss), tuple(
+        rec: list[Node] = [If(_b(BinOpKind.AND, _b(BinOpKind.LT, Var(j), ss), t.owned()), tuple(
             t.store(lt.columns[c.name], _b(BinOpKind.ADD, kk, Var(j)), Var(st[c.name]), c.ty)
             for c in s.carried))]
         seg.append(Loop(j, u32(0), Select(Var(multi), Var(ln), u32(0)),
                         tuple(advance(st, _b(BinOpKind.ADD, first, Var(j)), rec))))
-        # Reverse the segment's iterations.
-        r2, tt, slot = fresh("rt"), fresh("t"), fresh("slot")
+        # Reverse the segment's iterations. The state of the next one (t - 1) is loaded one
+        # iteration ahead, so the tape's memory latency overlaps this iteration's work instead
+        # of stalling its start.
+        pre = {c.name: fresh("pre") for c in s.carried}
+        seg += [Let(pre[c.name], t.load(lt.columns[c.name], slot(_b(BinOpKind.SUB, Var(ln), u32(1))), c.ty))
+                for c in s.carried]
+        r2, tt, nxt = fresh("rt"), fresh("t"), fresh("tnext")
         it: list[Node] = [
             Let(tt, _b(BinOpKind.SUB, _b(BinOpKind.SUB, Var(ln), u32(1)), Var(r2))),
-            Let(slot, Select(_b(BinOpKind.AND, Var(multi), _b(BinOpKind.LT, Var(tt), ss)),
-                             _b(BinOpKind.ADD, kk, Var(tt)), Var(seg_i))),
+            Let(nxt, Select(_b(BinOpKind.GT, Var(tt), u32(0)), _b(BinOpKind.SUB, Var(tt), u32(1)), u32(0))),
         ]
         cc = {c.name: self.names.copy_of(c.name) for c in s.carried}
-        it += [Let(cc[c.name], t.load(lt.columns[c.name], Var(slot), c.ty)) for c in s.carried]
+        it += [Let(cc[c.name], Var(pre[c.name])) for c in s.carried]
+        it += [Assign(pre[c.name], t.load(lt.columns[c.name], slot(Var(nxt)), c.ty)) for c in s.carried]
         # States past the segment slots (more than about C^2/4 trips) are recomputed from the
-        # segment's checkpoint.
+        # segment's checkpoint (the slot read for them).
         f = fresh("rf")
         far = _b(BinOpKind.AND, Var(multi), _b(BinOpKind.GE, Var(tt), ss))
         it.append(Loop(f, u32(0), Select(far, Var(tt), u32(0)),

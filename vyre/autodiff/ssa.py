@@ -126,7 +126,12 @@ class Converter:
                   | WorkgroupId() | LocalId() | SubgroupLocalId() | SubgroupSize()):
                 return e
             case Load(buf, idx):
-                return self.bind(Load(buf, self.expr(idx)), "ld", share=buf in self.cse_ok)
+                i = self.expr(idx)
+                if not is_atom(i) and self.program.buffer(buf).element.is_float:
+                    # Bound once: the reverse's gradient scatter to the same element reuses it
+                    # instead of computing the index again.
+                    i = self.bind(i, "idx")
+                return self.bind(Load(buf, i), "ld", share=buf in self.cse_ok)
             case BinOp(op, a, b):
                 return self._maybe_bind(_fold(BinOp(op, self.expr(a), self.expr(b))))
             case UnOp(op, a):
