@@ -18,6 +18,16 @@ HEAD = "import math\nimport numpy as np\nimport vyre\nfrom vyre import Array, Un
 _count = itertools.count()
 
 CASES: dict[str, tuple[str, str]] = {
+    "numpy's name for max": ("""
+@vyre.kernel
+def k(x: Array[f32], out: Array[f32]):
+    out[0] = vyre.max(x[0], 0.0)  # <-
+""", "max(a, b), or vyre.maximum(a, b)"),
+    "a misspelt intrinsic": ("""
+@vyre.kernel
+def k(x: Array[f32], out: Array[f32]):
+    out[0] = vyre.sqr(x[0])  # <-
+""", "did you mean vyre.sqrt"),
     "while": ("""
 @vyre.kernel
 def k(x: Array[f32], out: Array[f32]):

@@ -309,7 +309,7 @@ class ExprLowering:
         v = self.expr(base, pre)
         if isinstance(v, Py):
             if not hasattr(v.obj, attr):
-                self.fail(e, f"`{ast.unparse(e)}` does not exist", "check the spelling")
+                self.fail(e, f"`{ast.unparse(e)}` does not exist", _spelling_fix(v.obj, attr, ast.unparse(base)))
             return self.constant(self.python_value(getattr(v.obj, attr), e, ast.unparse(e)).obj, e)
         if isinstance(v, BufRef) and attr in ("shape", "size"):
             self.fail(e, f"arrays in a kernel have no .{attr}", f"write len({ast.unparse(base)})")
@@ -528,4 +528,23 @@ class ExprLowering:
 
 class _Impure(Exception):
     """A @vyre.func body needs statements, so it is inlined rather than made an IR FunctionDef."""
+
+
+#: Names users reach for (numpy's, JAX's) that vyre spells otherwise.
+_OTHER_NAMES = {
+    "max": "Python's max(a, b), or vyre.maximum(a, b)", "min": "Python's min(a, b), or vyre.minimum(a, b)",
+    "where": "vyre.select(cond, a, b)", "pow": "a ** b, or vyre.power(a, b)", "abs": "Python's abs(x)",
+    "clip": "min(max(x, lo), hi)", "float32": "vyre.f32(x)", "float64": "vyre.f64(x)", "int32": "vyre.i32(x)",
+    "uint32": "vyre.u32(x)", "round": "Python's round(x), or vyre.rint(x)", "rsqrt": "vyre.inverse_sqrt(x)",
+}
+
+
+def _spelling_fix(obj: object, attr: str, base: str) -> str:
+    """The fix for a missing attribute: the name vyre uses, or the closest public names."""
+    import difflib
+
+    if attr in _OTHER_NAMES and getattr(obj, "__name__", "") == "vyre":
+        return f"write {_OTHER_NAMES[attr]}"
+    close = difflib.get_close_matches(attr, [n for n in dir(obj) if not n.startswith("_")], n=3)
+    return f"did you mean {' or '.join(f'{base}.{c}' for c in close)}?" if close else "check the spelling"
 
