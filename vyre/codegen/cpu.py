@@ -18,14 +18,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import CodegenError
+from typing import assert_never
+
 from ..ir import (
-    Assign, Atomic, AtomicOp, Barrier, Block, DataType, Expr, Let, Loop, Node, Program, Region,
-    SubgroupBallot, SubgroupReduce, SubgroupShuffle, walk_nodes,
+    Atomic, AtomicOp, DataType, Expr, Let, Node, Program, SubgroupBallot, SubgroupReduce, SubgroupShuffle,
+    Var,
 )
 from .emit import CODEGEN_VERSION, AtomicSite, Binding, Emitter, SubgroupCode, has_return, uses
 from .flat import is_tunable
 from .cpu_narrow import NARROW_PRELUDE, OPAQUE_IMPORT, CpuEmitter, id_lines
 from .cpu_private import private_atomics, private_parallel_entry
+from .lockstep import (
+    Exchange, Segment, Step, SubgroupOp, UniformLoop, UniformScope, needs_lockstep, split_lockstep,
+)
 from .pipeline import lower
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
@@ -285,16 +290,6 @@ def _sig(program: Program, scalars: tuple[str, ...]) -> str:
     return "_t.void(" + ", ".join([*args, *(f"_t.{s}" for s in scalars)]) + ")"
 
 
-def _is_sync(n: Node) -> bool:
-    """Does ``n`` contain a barrier or a subgroup op?"""
-    for m in walk_nodes((n,)):
-        if isinstance(m, Barrier):
-            return True
-        if isinstance(m, Let) and isinstance(m.value, (SubgroupBallot, SubgroupShuffle, SubgroupReduce)):
-            return True
-    return False
-
-
 def _ids(em: Emitter, indent: int, wg: tuple[int, int, int]) -> None:
     for line in id_lines(wg):
         em.emit(indent, line)
@@ -302,7 +297,8 @@ def _ids(em: Emitter, indent: int, wg: tuple[int, int, int]) -> None:
 
 @dataclass
 class _Lockstep:
-    """Builds the lockstep (barrier / subgroup) form."""
+    """Prints the lockstep form (vyre/codegen/lockstep.py): a segment function per Segment, the
+    workgroup function calling them in order around the exchanges and uniform loops."""
 
     program: Program
     em: Emitter
@@ -311,18 +307,6 @@ class _Lockstep:
     lane_arrays: list[tuple[str, DataType]] = field(default_factory=list)
     loop_vars: list[str] = field(default_factory=list)
     seg_loops: list[list[str]] = field(default_factory=list)
-    taken: set[str] = field(default_factory=set)
-
-    def synthetic(self, hint: str) -> str:
-        """A variable name of our own that no variable of the program uses (they share scopes)."""
-        if not self.taken:
-            self.taken = {n.name for n in walk_nodes(self.program.entry) if isinstance(n, (Let, Assign))}
-            self.taken |= {n.var for n in walk_nodes(self.program.entry) if isinstance(n, Loop)}
-        while True:
-            name = f"{hint}{self.em.fresh('_')}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
 
     def lane_array(self, name: str, t: DataType, scope: dict[str, Binding]) -> str:
         arr = self.em.fresh("la") + "_" + name
@@ -330,7 +314,7 @@ class _Lockstep:
         scope[name] = Binding(f"{arr}[_l]", t, arr)
         return arr
 
-    def segment(self, stmts: list[Node], scope: dict[str, Binding], indent: int) -> None:
+    def segment(self, stmts: tuple[Node, ...], scope: dict[str, Binding], indent: int) -> None:
         """Emit a call running ``stmts`` for every lane (a segment function holds the body)."""
         em = self.em
         outer_lines = em.lines
@@ -349,7 +333,7 @@ class _Lockstep:
                 em.stmt(n, scope, 0)
         body = em.lines
         em.lines = outer_lines
-        self.segments.append((body, has_return(tuple(stmts))))
+        self.segments.append((body, has_return(stmts)))
         self.seg_loops.append(list(self.loop_vars))
         em.emit(indent, f"if _vy_seg{k}(_wg0, _wg1, _wg2, {self.params}{self.loop_args()}):")
         em.emit(indent + 1, "return")
@@ -357,22 +341,20 @@ class _Lockstep:
     def loop_args(self) -> str:
         return "".join(f", {v}" for v in self.loop_vars)
 
-    def subgroup(self, n: Let, scope: dict[str, Binding], indent: int) -> None:
+    def lanes_of(self, e: Expr, scope: dict[str, Binding]) -> str:
+        """The lane array holding operand ``e`` (a variable the segment before bound)."""
+        b = scope[e.name] if isinstance(e, Var) else None
+        if b is None or b.lane_array is None:
+            raise CodegenError(f"exchange operand {e!r} is not a lane array (internal). Fix: report this bug")
+        return b.lane_array
+
+    def exchange(self, name: str, v: SubgroupOp, scope: dict[str, Binding], indent: int) -> None:
         em = self.em
-        v = n.value
-        assert isinstance(v, (SubgroupBallot, SubgroupShuffle, SubgroupReduce))
         operand: Expr = v.cond if isinstance(v, SubgroupBallot) else v.value
         t = em.type_of(v, scope)
         ot = em.type_of(operand, scope)
-        op_name = self.synthetic("sgop")
-        stmts: list[Node] = [Let(op_name, operand)]
-        lane_name = self.synthetic("sglane")
-        if isinstance(v, SubgroupShuffle):
-            stmts.append(Let(lane_name, v.lane))
-        self.segment(stmts, scope, indent)
-        src = scope[op_name].lane_array
-        assert src is not None  # segment() bound it to a lane array
-        dest = self.lane_array(n.name, t, scope)
+        src = self.lanes_of(operand, scope)
+        dest = self.lane_array(name, t, scope)
         wg = self.program.workgroup_invocations
         em.emit(indent, f"for _s in range({wg // 32}):")
         em.emit(indent + 1, "_b = _s * 32")
@@ -390,56 +372,36 @@ class _Lockstep:
                 em.emit(indent + 3, "_acc |= int64(1) << _k")
                 em.emit(indent + 1, "for _k in range(32):")
                 em.emit(indent + 2, f"{dest}[_b + _k] = uint32(_acc)")
-            case SubgroupShuffle():
-                lanes = scope[lane_name].lane_array
-                assert lanes is not None
+            case SubgroupShuffle(_, lane):
+                lanes = self.lanes_of(lane, scope)
                 em.emit(indent + 1, "for _k in range(32):")
                 em.emit(indent + 2, f"{dest}[_b + _k] = {src}[_b + (int64({lanes}[_b + _k]) & 31)]")
             case _:
-                raise CodegenError(f"not a subgroup op: {v!r}")
+                assert_never(v)
 
-    def uniform_block(self, body: tuple[Node, ...], scope: dict[str, Binding], indent: int) -> None:
-        pending: list[Node] = []
-
-        def flush() -> None:
-            if pending:
-                self.segment(list(pending), scope, indent)
-                pending.clear()
-
-        for n in body:
-            if not _is_sync(n):
-                pending.append(n)
-                continue
-            flush()
-            match n:
-                case Barrier():
-                    pass  # the segment boundary is the barrier
-                case Let():
-                    self.subgroup(n, scope, indent)
-                case Loop(var, start, end, lbody):
+    def steps(self, steps: tuple[Step, ...], scope: dict[str, Binding], indent: int) -> None:
+        for s in steps:
+            match s:
+                case Segment(body):
+                    self.segment(body, scope, indent)
+                case Exchange(name, op):
+                    self.exchange(name, op, scope, indent)
+                case UniformLoop(var, start, end, lbody):
                     lane0 = {k: b.at_lane("0") for k, b in scope.items()}  # uniform: lane 0's value
-                    s, e = self.em.expr(start, lane0), self.em.expr(end, lane0)
+                    s0, e0 = self.em.expr(start, lane0), self.em.expr(end, lane0)
                     it = self.em.fresh("_it")
                     inner = dict(scope)
                     src = self.em.fresh("v") + "_" + var
                     inner[var] = Binding(src, DataType.U32)
-                    self.em.emit(indent, f"for {it} in range(int64({s}), int64({e})):")
+                    self.em.emit(indent, f"for {it} in range(int64({s0}), int64({e0})):")
                     self.em.emit(indent + 1, f"{src} = uint32({it})")
                     self.loop_vars.append(src)
-                    self.uniform_block(lbody, inner, indent + 1)
+                    self.steps(lbody, inner, indent + 1)
                     self.loop_vars.pop()
-                case Block(b) | Region(_, b):
-                    self.uniform_block(b, dict(scope), indent)
+                case UniformScope(body):
+                    self.steps(body, dict(scope), indent)
                 case _:
-                    raise CodegenError(
-                        f"{type(n).__name__} holding a barrier or subgroup op is not at a uniform point. "
-                        "Fix: validate the program first (program.validate())"
-                    )
-        flush()
-
-
-def _uses_subgroup(program: Program) -> bool:
-    return uses(program, (SubgroupBallot, SubgroupShuffle, SubgroupReduce))
+                    assert_never(s)
 
 
 def _tuple(names: list[str]) -> str:
@@ -480,7 +442,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
     storage_names = [src[b.name] for b in storage]
     all_names = storage_names + [src[b.name] for b in shared]
     has_atomics = uses(program, (Atomic,))
-    lockstep = uses(program, (Barrier,)) or _uses_subgroup(program)
+    lockstep = needs_lockstep(program)
     par = parallel and not has_atomics
     em = CpuEmitter(program, CpuTarget(), src)
     wg = program.workgroup_size
@@ -541,7 +503,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
         out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
         return _module(cache, out, vectorize)
     ls = _Lockstep(program, em, "_bufs, _lanes")
-    ls.uniform_block(program.entry, {}, 1)
+    ls.steps(split_lockstep(program).steps, {}, 1)  # the lockstep pass (vyre/codegen/lockstep.py)
     body = em.lines
     lane_names = [a for a, _ in ls.lane_arrays]
     for k, (seg, seg_returns) in enumerate(ls.segments):

@@ -13,7 +13,8 @@ from ..ir import (
 from .emit import AtomicSite, CODEGEN_VERSION, Binding, Emitter, SubgroupCode
 from .flat import is_tunable
 from .pipeline import lower
-from .interleave import INTERLEAVE, Interleaver, worth_interleaving
+from .cuda_interleave import InterleavedPrinter
+from .interleave import INTERLEAVE, interleave, worth_interleaving
 from .ops import BINOP_EMIT, CTOR, F32_HELPERS
 from .prelude import PRELUDE
 
@@ -315,7 +316,8 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
         for j in range(k):
             em.emit(1, f"_gid0_{j} = uint32(_g + {j} * _stride)")
         solo = f"_vy_invocation(uint32(_g + _q * _stride){sep}{inv_args})"
-        Interleaver(em, target, k, solo).function_body(program.entry, 1)
+        # the interleave pass decides, the printer writes (vyre/codegen/interleave.py)
+        InterleavedPrinter(em, target, interleave(program, k), solo).function_body(1)
         em.emit(0, "")
         em.emit(0, "")
         em.emit(0, "_vy_interleaved = _dev(_vy_interleaved_py)")

@@ -1,4 +1,4 @@
-"""Interleaved emission: K invocations of a flat program run statement by statement in one thread.
+"""The interleave pass: K invocations of a flat program run statement by statement in one thread.
 
 A CUDA thread that runs its invocations one after another cannot issue the loads of the next before
 the stores of the current one: numba cannot tell the compiler that buffers do not alias, so a store
@@ -22,6 +22,12 @@ of several invocations in turn is what the lanes of a warp do anyway. The rules:
   was loads and arithmetic, so nothing is done twice that anyone could see). After a write, each
   invocation finishes on its own, in turn; a ``Return`` there breaks a one-trip loop.
 
+:func:`interleave` applies these rules once and returns them as *steps* (:class:`Each`,
+:class:`StoreAll`, :class:`AllIf`, :class:`Guard`, :class:`Scope`, :class:`Solo`, :class:`Finish`),
+which the CUDA emitter prints (vyre/codegen/cuda_interleave.py) without deciding anything;
+:func:`as_body` gives the statements back (a step loses none) and :func:`print_interleaved` is the
+steps' text, for snapshots.
+
 The hand-over keeps code size near K + 2 copies of the body (the interleaved one, and the
 per-invocation function at its two call sites) where per-branch fallbacks would add K more. Its
 shape is measured: a variant where the interleaved function returned a flag and the kernel's
@@ -31,15 +37,22 @@ loop ran the fallback cost 15-20% of the chain's throughput on an H200.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TypeAlias, assert_never
 
 from ..errors import CodegenError
 from ..ir import (
-    Assign, Barrier, Block, Expr, If, InvocationId, Let, LitU32, Loop, Node, Program, Region,
-    Return, Store, Var, node_exprs, walk, walk_nodes,
+    Assign, Barrier, Block, If, Let, Loop, Node, Program, Region, Return, Store, node_exprs, walk,
+    walk_nodes,
 )
-from .emit import Binding, Emitter, Target, has_return
+from ..ir.printer import print_expr, print_statements, quote
+from .emit import has_return
 from .simplify import written
+
+__all__ = [
+    "INTERLEAVE", "INTERLEAVE_MIN_INVOCATIONS", "MAX_INTERLEAVED_SIZE", "AllIf", "Each", "Finish", "Guard",
+    "IStep", "Interleaved", "Scope", "Solo", "StoreAll", "as_body", "body_size", "interleave",
+    "print_interleaved", "worth_interleaving",
+]
 
 #: Invocations interleaved per thread on CUDA.
 INTERLEAVE = 4
@@ -50,14 +63,6 @@ MAX_INTERLEAVED_SIZE = 400
 #: would leave the GPU short of threads); programs whose buffers all have static counts below it
 #: are not interleaved at all (their dispatches are small: the copy would only cost compile time).
 INTERLEAVE_MIN_INVOCATIONS = 1 << 20
-
-Scopes = list[dict[str, Binding]]
-
-
-class InterleaveTarget(Target, Protocol):
-    """A target whose ``InvocationId`` source follows ``lane_k`` (the invocation being emitted)."""
-
-    lane_k: int | None
 
 
 def worth_interleaving(program: Program) -> bool:
@@ -73,157 +78,201 @@ def body_size(body: tuple[Node, ...]) -> int:
     return sum(1 + sum(1 for e in node_exprs(n) for _ in walk(e)) for n in walk_nodes(body))
 
 
-@dataclass
-class Interleaver:
-    """Emits through ``em`` the body of a function that runs K invocations interleaved, or hands
-    them to the one-by-one path before writing anything when they disagree (module docs)."""
+# ---- the steps --------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Each:
+    """A ``Let``, ``Assign`` or ``Loop`` run once per invocation, in turn."""
 
-    em: Emitter
-    target: InterleaveTarget
+    node: Let | Assign | Loop
+
+
+@dataclass(frozen=True, slots=True)
+class StoreAll:
+    """A ``Store``: the K indices and values first, then the K stores."""
+
+    node: Store
+
+
+@dataclass(frozen=True, slots=True)
+class AllIf:
+    """An ``If`` free of ``Return``: when the K conditions agree, ``then`` or ``otherwise`` runs
+    interleaved; when they disagree, the group goes ``solo`` (nothing written yet) or each
+    invocation runs its own branch of ``node``, in turn."""
+
+    node: If
+    then: tuple[IStep, ...]
+    otherwise: tuple[IStep, ...]
+    solo: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A ``Block`` or ``Region`` free of ``Return``: its body's steps in a nested scope."""
+
+    node: Block | Region
+    body: tuple[IStep, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Solo:
+    """The group runs one by one from the start (nothing was written yet); ``rest`` is what the
+    invocations had left, from the statement they may disagree on. Always a list's last step."""
+
+    rest: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Each invocation finishes ``rest`` alone, in turn (a ``Return`` breaks a one-trip loop).
+    Always a list's last step."""
+
+    rest: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """An ``If`` with a ``Return`` in one branch only: when every invocation takes the other
+    branch (``then`` unless ``returns_in_then``), ``branch`` and then the statements after the
+    ``If`` (``rest``) stay interleaved; otherwise ``fallback``. Always a list's last step."""
+
+    node: If
+    returns_in_then: bool
+    branch: tuple[IStep, ...]
+    rest: tuple[IStep, ...]
+    fallback: Solo | Finish
+
+
+IStep: TypeAlias = Each | StoreAll | AllIf | Scope | Guard | Solo | Finish
+
+
+@dataclass(frozen=True, slots=True)
+class Interleaved:
+    """The body of a flat program as K invocations interleaved."""
+
+    program: Program
     k: int
-    # runs invocation `_q` of the group alone, from the start (the one-by-one path)
-    solo_call: str
-    wrote: bool = False  # has the path being emitted written memory yet?
+    steps: tuple[IStep, ...]
 
-    def _set(self, k: int) -> None:
-        self.target.lane_k = k
 
-    def function_body(self, body: tuple[Node, ...], indent: int) -> None:
-        self.body(body, [{} for _ in range(self.k)], indent)
-        self.target.lane_k = None
+# ---- the pass ---------------------------------------------------------------------------------------
+def _steps(body: tuple[Node, ...], wrote: bool) -> tuple[IStep, ...]:
+    """``body``'s steps; ``wrote``: did the path to it write memory?"""
+    out: list[IStep] = []
+    for pos, n in enumerate(body):
+        if has_return((n,)):
+            out.append(_split(body[pos:], wrote))
+            break
+        out.append(_step(n, wrote))
+        wrote = wrote or bool(written((n,)))
+    return tuple(out)
 
-    def solo(self, indent: int) -> None:
-        """Hand the whole group to the one-by-one path (nothing has been written yet)."""
-        self.em.emit(indent, f"for _q in range({self.k}):")
-        self.em.emit(indent + 1, self.solo_call)
-        self.em.emit(indent, "return")
 
-    def body(self, body: tuple[Node, ...], scopes: Scopes, indent: int) -> None:
-        start = len(self.em.lines)
-        saved = self.wrote
-        self.block(body, scopes, indent)
-        self.wrote = saved
-        if len(self.em.lines) == start:
-            self.em.emit(indent, "pass")
+def _step(n: Node, wrote: bool) -> IStep:
+    match n:
+        case Let() | Assign() | Loop():
+            return Each(n)
+        case Store():
+            return StoreAll(n)
+        case If(_, then, otherwise):
+            return AllIf(n, _steps(then, wrote), _steps(otherwise, wrote), solo=not wrote)
+        case Block(body) | Region(_, body):
+            return Scope(n, _steps(body, wrote))
+        case Barrier() | Return():
+            raise CodegenError(f"{type(n).__name__} cannot be interleaved. Fix: interleave flat "
+                               "programs only (vyre.codegen.flat.is_tunable)")
+        case _:
+            assert_never(n)
 
-    def block(self, body: tuple[Node, ...], scopes: Scopes, indent: int) -> None:
-        saved = self.em.facts
-        for pos, n in enumerate(body):
-            if has_return((n,)):
-                self.split(body[pos:], scopes, indent)
-                break
-            self.stmt(n, scopes, indent)
-            self.wrote = self.wrote or bool(written((n,)))
-        self.em.facts = saved
 
-    def each(self, n: Node, scopes: Scopes, indent: int) -> None:
-        """``n`` once per invocation, in turn."""
-        for k in range(self.k):
-            self._set(k)
-            self.em.stmt(n, scopes[k], indent)
+def _split(rest: tuple[Node, ...], wrote: bool) -> IStep:
+    """``rest`` starts with a statement that holds a ``Return``."""
+    fallback = Finish(rest) if wrote else Solo(rest)
+    first = rest[0]
+    if isinstance(first, If) and not (has_return(first.then) and has_return(first.otherwise)):
+        returns_in_then = has_return(first.then)
+        branch = first.otherwise if returns_in_then else first.then
+        after = wrote or bool(written((first,)))
+        return Guard(first, returns_in_then, _steps(branch, wrote), _steps(rest[1:], after), fallback)
+    return fallback
 
-    def stmt(self, n: Node, scopes: Scopes, indent: int) -> None:
-        em = self.em
-        match n:
-            case Let() | Assign() | Loop():
-                self.each(n, scopes, indent)
-            case Store(buf, index, value):
-                d = em.decl(buf)
-                b = em.buffer_src[buf]
-                targets = []
-                for k in range(self.k):
-                    self._set(k)
-                    i = em.expr(index, scopes[k])
-                    proven = em.in_bounds(i, index, d)
-                    if not isinstance(index, (Var, LitU32, InvocationId)):
-                        tmp = em.fresh("_i")
-                        em.emit(indent, f"{tmp} = {i}")
-                        i = tmp
-                    v = em.fresh("_v")
-                    em.emit(indent, f"{v} = {em.expr(value, scopes[k])}")
-                    targets.append((i, v, proven))
-                for i, v, proven in targets:
-                    if proven:
-                        em.emit(indent, f"{b}[{i}] = {v}")
-                    else:
-                        em.emit(indent, f"if {i} < {b}.shape[0]:")
-                        em.emit(indent + 1, f"{b}[{i}] = {v}")
-            case If(cond, then, otherwise):
-                conds = self.conditions(cond, scopes, indent)
-                saved = em.facts
-                em.emit(indent, f"if {' and '.join(conds)}:")
-                self.add_facts(cond, scopes)
-                self.body(then, [dict(s) for s in scopes], indent + 1)
-                em.facts = saved
-                em.emit(indent, f"elif not ({' or '.join(conds)}):")
-                self.body(otherwise, [dict(s) for s in scopes], indent + 1)
-                em.emit(indent, "else:")
-                if not self.wrote:
-                    self.solo(indent + 1)
-                    return
-                for k in range(self.k):  # each invocation runs its own branch, in turn
-                    self._set(k)
-                    em.emit(indent + 1, f"if {conds[k]}:")
-                    em.facts = saved | em.bound_facts(cond, scopes[k])
-                    em.block(then, dict(scopes[k]), indent + 2)
-                    em.facts = saved
-                    if otherwise:
-                        em.emit(indent + 1, "else:")
-                        em.block(otherwise, dict(scopes[k]), indent + 2)
-            case Block(body) | Region(_, body):
-                self.block(body, [dict(s) for s in scopes], indent)
-            case Barrier() | Return():
-                raise CodegenError(f"{type(n).__name__} cannot be interleaved. Fix: interleave flat "
-                                   "programs only (vyre.codegen.flat.is_tunable)")
+
+def interleave(program: Program, k: int = INTERLEAVE) -> Interleaved:
+    """The steps of ``k`` invocations of flat ``program`` (valid, calls inlined) interleaved."""
+    if k < 2:
+        raise CodegenError(f"interleaving {k} invocations. Fix: interleave 2 or more")
+    return Interleaved(program, k, _steps(program.entry, False))
+
+
+# ---- back to statements, and text -------------------------------------------------------------------
+def as_body(steps: tuple[IStep, ...]) -> tuple[Node, ...]:
+    """The statements ``steps`` came from (``as_body(interleave(p).steps) == p.entry``)."""
+    out: list[Node] = []
+    for s in steps:
+        match s:
+            case Each(n) | StoreAll(n):
+                out.append(n)
+            case AllIf(n, then, otherwise, _):
+                out.append(If(n.cond, as_body(then), as_body(otherwise)))
+            case Scope(n, body):
+                out.append(Block(as_body(body)) if isinstance(n, Block) else Region(n.generator, as_body(body)))
+            case Guard(n, returns_in_then, branch, rest, _):
+                b = as_body(branch)
+                out.append(If(n.cond, n.then, b) if returns_in_then else If(n.cond, b, n.otherwise))
+                out.extend(as_body(rest))
+            case Solo(rest) | Finish(rest):
+                out.extend(rest)
             case _:
-                raise TypeError(f"not a vyre node: {n!r}")
+                assert_never(s)
+    return tuple(out)
 
-    def add_facts(self, cond: Expr, scopes: Scopes) -> None:
-        """Bounds that ``cond`` proves for every invocation (all K conditions hold)."""
-        for k in range(self.k):
-            self._set(k)  # a fact names the index's source, which follows the invocation
-            self.em.facts = self.em.facts | self.em.bound_facts(cond, scopes[k])
 
-    def conditions(self, cond: Expr, scopes: Scopes, indent: int) -> list[str]:
-        out = []
-        for k in range(self.k):
-            self._set(k)
-            c = self.em.fresh("_c")
-            self.em.emit(indent, f"{c} = {self.em.expr(cond, scopes[k])}")
-            out.append(c)
-        return out
+def _prefixed(word: str, n: Node, depth: int) -> list[str]:
+    text = print_statements((n,), depth).splitlines()
+    pad = "  " * depth
+    return [pad + word + " " + text[0][len(pad):], *text[1:]]
 
-    def split(self, rest: tuple[Node, ...], scopes: Scopes, indent: int) -> None:
-        """``rest`` starts with a statement that holds a ``Return``."""
-        em = self.em
-        first = rest[0]
-        if isinstance(first, If) and not (has_return(first.then) and has_return(first.otherwise)):
-            # when every invocation takes the branch without a Return, stay interleaved
-            conds = self.conditions(first.cond, scopes, indent)
-            saved_facts = self.em.facts
-            if has_return(first.then):
-                em.emit(indent, f"if not ({' or '.join(conds)}):")
-                branch = first.otherwise
-            else:
-                em.emit(indent, f"if {' and '.join(conds)}:")
-                branch = first.then
-                self.add_facts(first.cond, scopes)
-            inner = [dict(s) for s in scopes]
-            saved = self.wrote
-            self.body(branch, [dict(s) for s in inner], indent + 1)
-            em.facts = saved_facts
-            self.wrote = saved or bool(written((first,)))
-            self.body(rest[1:], inner, indent + 1)
-            self.wrote = saved
-            em.emit(indent, "else:")
-            indent += 1
-        if not self.wrote:
-            self.solo(indent)
-            return
-        self.target.flag_returns = True
-        for k in range(self.k):
-            self._set(k)
-            em.emit(indent, "_ret = False")
-            em.emit(indent, "for _once in range(1):")
-            em.block(rest, dict(scopes[k]), indent + 1)
-        self.target.flag_returns = False
+
+def _lines(steps: tuple[IStep, ...], depth: int, out: list[str]) -> None:
+    pad = "  " * depth
+    for s in steps:
+        match s:
+            case Each(n):
+                out += _prefixed("each", n, depth)
+            case StoreAll(n):
+                out += _prefixed("store_all", n, depth)
+            case AllIf(n, then, otherwise, solo):
+                out.append(f"{pad}if all {print_expr(n.cond)} {{")
+                _lines(then, depth + 1, out)
+                out.append(f"{pad}}} if none {{")
+                _lines(otherwise, depth + 1, out)
+                out.append(f"{pad}}} else {'solo' if solo else 'each own branch'}")
+            case Scope(n, body):
+                head = "block" if isinstance(n, Block) else "region " + quote(n.generator, '"')
+                out.append(f"{pad}{head} {{")
+                _lines(body, depth + 1, out)
+                out.append(pad + "}")
+            case Guard(n, returns_in_then, branch, rest, fallback):
+                out.append(f"{pad}guard if {'none' if returns_in_then else 'all'} {print_expr(n.cond)} {{")
+                _lines(branch, depth + 1, out)
+                out.append(f"{pad}}} then {{")
+                _lines(rest, depth + 1, out)
+                out.append(f"{pad}}} else {{")
+                _lines((fallback,), depth + 1, out)
+                out.append(pad + "}")
+            case Solo(rest):
+                out.append(f"{pad}solo ({len(rest)} statements left)")
+            case Finish(rest):
+                out.append(f"{pad}finish each {{")
+                if rest:
+                    out.append(print_statements(rest, depth + 1))
+                out.append(pad + "}")
+            case _:
+                assert_never(s)
+
+
+def print_interleaved(il: Interleaved) -> str:
+    """The steps' text; statements and expressions as the IR printer (vyre/ir/printer.py) writes them."""
+    out = [f"interleaved x{il.k} {{"]
+    _lines(il.steps, 1, out)
+    out.append("}")
+    return "\n".join(out)

@@ -5,22 +5,36 @@ unchanged (tests/test_codegen_pipeline.py checks both against the reference inte
 at a time). :func:`lower` runs :data:`PIPELINE` in order; both emitters print its result, once per
 compile. :func:`trace` returns every stage, to test or snapshot a pass alone.
 
-Target-specific lowering that is not (yet) an IR-to-IR pass stays in the emitters: the CPU
-lockstep split at synchronisation points (vyre/codegen/cpu.py) and the interleaving of flat CUDA
-kernels (vyre/codegen/interleave.py) work on the emitter's own structures.
+After it, a target's :class:`Lowering` turns the program into the lowered form its emitter prints
+without deciding anything (:data:`LOWERINGS`):
+
+* ``lockstep`` (CPU, programs with barriers or subgroup operations): the body cut into segments
+  run for every lane, subgroup exchanges between them and uniform loops around them
+  (vyre/codegen/lockstep.py);
+* ``interleave`` (CUDA, flat programs worth it): the steps that run K invocations statement by
+  statement in one thread, with the hand-overs to the one-by-one path
+  (vyre/codegen/interleave.py).
+
+Lowered forms are codegen-only types (frozen dataclasses in closed unions around statements of
+the public IR); each has a printer (the golden snapshots under tests/golden/lowered/) and a way
+back to the public IR that tests compare against the input.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import CodegenError
 from ..ir import Program
+from .flat import is_tunable
 from .inline import inline_calls
+from .interleave import INTERLEAVE, interleave, print_interleaved, worth_interleaving
+from .lockstep import needs_lockstep, print_lockstep, split_lockstep
 from .simplify import simplify
 
-__all__ = ["PIPELINE", "Pass", "lower", "pass_named", "trace"]
+__all__ = ["LOWERINGS", "PIPELINE", "Lowering", "Pass", "lower", "lowering_named", "pass_named", "trace"]
 
 
 @dataclass(frozen=True)
@@ -59,3 +73,34 @@ def lower(program: Program) -> Program:
     for p in PIPELINE:
         program = p.run(program)
     return program
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """A target's last pass: :func:`lower`'s program to the form its emitter prints. ``applies``
+    says whether the emitter uses it for a program; ``text`` prints the form (snapshots)."""
+
+    name: str
+    target: str
+    applies: Callable[[Program], bool]
+    run: Callable[[Program], object]
+    text: Callable[[Any], str]
+    doc: str
+
+
+LOWERINGS: tuple[Lowering, ...] = (
+    Lowering("lockstep", "cpu", needs_lockstep, split_lockstep, print_lockstep,
+             "cut a program with barriers or subgroup operations into segments run for every lane, "
+             "subgroup exchanges and uniform loops"),
+    Lowering("interleave", "cuda", lambda p: is_tunable(p) and worth_interleaving(p),
+             lambda p: interleave(p, INTERLEAVE), print_interleaved,
+             "run K invocations of a flat program statement by statement in one thread, handing the "
+             "group to the one-by-one path where they disagree"),
+)
+
+
+def lowering_named(name: str) -> Lowering:
+    for x in LOWERINGS:
+        if x.name == name:
+            return x
+    raise CodegenError(f"no lowering named {name!r}. Fix: use one of {[x.name for x in LOWERINGS]}")

@@ -31,7 +31,7 @@ def _vy_smod_p2(a, mask):
 @numba.njit(cache=False, error_model='numpy')
 def _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
     b0_x, b1_out = _bufs
-    la1_v, la4_sgop_2, la5_s = _lanes
+    la1_v, la2_sgop_1, la3_s = _lanes
     _any = False
     for _l in range(64):
         _lid0 = uint32(_l)
@@ -48,7 +48,7 @@ def _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
 @numba.njit(cache=False, error_model='numpy')
 def _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes):
     b0_x, b1_out = _bufs
-    la1_v, la4_sgop_2, la5_s = _lanes
+    la1_v, la2_sgop_1, la3_s = _lanes
     _any = False
     for _l in range(64):
         _lid0 = uint32(_l)
@@ -58,14 +58,14 @@ def _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes):
         _gid1 = uint32(_wg1 * uint32(1) + _lid1)
         _gid2 = uint32(_wg2 * uint32(1) + _lid2)
         _lane = uint32((_l & _vy_k(int64(31))))
-        la4_sgop_2[_l] = la1_v[_l]
+        la2_sgop_1[_l] = la1_v[_l]
     return _any
 
 
 @numba.njit(cache=False, error_model='numpy')
 def _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
     b0_x, b1_out = _bufs
-    la1_v, la4_sgop_2, la5_s = _lanes
+    la1_v, la2_sgop_1, la3_s = _lanes
     _any = False
     for _l in range(64):
         _lid0 = uint32(_l)
@@ -76,7 +76,7 @@ def _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
         _gid2 = uint32(_wg2 * uint32(1) + _lid2)
         _lane = uint32((_l & _vy_k(int64(31))))
         if (uint32(int64(_lid0) & int64(_vy_k(uint32(31)))) == uint32(0)):
-            v6__old = _vy_at_add(b1_out, uint32(0), la5_s[_l], float32(0))
+            v4__old = _vy_at_add(b1_out, uint32(0), la3_s[_l], float32(0))
     return _any
 
 
@@ -88,20 +88,20 @@ def _vy_workgroup(_w, _gx, _gy, _sbufs):
     _wg2 = uint32(_w // (_gx * _gy))
     _bufs = (b0_x, b1_out)
     la1_v = np.zeros(64, np.float32)
-    la4_sgop_2 = np.zeros(64, np.float32)
-    la5_s = np.zeros(64, np.float32)
-    _lanes = (la1_v, la4_sgop_2, la5_s)
+    la2_sgop_1 = np.zeros(64, np.float32)
+    la3_s = np.zeros(64, np.float32)
+    _lanes = (la1_v, la2_sgop_1, la3_s)
     if _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
         return
     if _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes):
         return
     for _s in range(2):
         _b = _s * 32
-        _acc = la4_sgop_2[_b]
+        _acc = la2_sgop_1[_b]
         for _k in range(1, 32):
-            _acc = (_acc + la4_sgop_2[_b + _k])
+            _acc = (_acc + la2_sgop_1[_b + _k])
         for _k in range(32):
-            la5_s[_b + _k] = _acc
+            la3_s[_b + _k] = _acc
     if _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
         return
 
