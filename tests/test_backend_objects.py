@@ -19,6 +19,7 @@ def test_every_backend_name_has_an_object() -> None:
         b = backend(name)
         assert isinstance(b, kinds[name]) and b.name == name
         assert b.timer == ("cuda-events" if name == "cuda" else "wall")
+        assert b.memory == ("device" if name in ("cuda", "cudasim") else "host")
     with pytest.raises(DispatchError, match="unknown backend 'metal'"):
         backend("metal")
 

@@ -21,9 +21,10 @@ from numba.cuda.extending import intrinsic
 @intrinsic
 def opaque(typingctx: Any, x: types.Type) -> Any:
     """``x`` unchanged, hidden from NVVM's and ptxas's value reasoning."""
-    if not isinstance(x, types.Integer) or x.bitwidth not in (32, 64):
+    width = getattr(x, "bitwidth", 0) if isinstance(x, types.Integer) else 0
+    if width not in (32, 64):
         return None
-    reg, width = ("l", 64) if x.bitwidth == 64 else ("r", 32)
+    reg = "l" if width == 64 else "r"
 
     def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: Any) -> ir.Value:
         [v] = args

@@ -53,6 +53,9 @@ class Backend(Protocol):
     name: str
     #: which tuner timer measures this backend's launches
     timer: Literal["wall", "cuda-events"]
+    #: where a kernel's arguments live: numpy arrays on the host, or device arrays (the tuner's
+    #: scratch copies and the runners' buffers are made there)
+    memory: Literal["host", "device"]
 
     def unavailable(self) -> str | None:
         """Why this backend cannot run here (None: it can)."""
@@ -88,6 +91,7 @@ def _no_device(kernel: Kernel, device: int | None) -> None:
 
 class _Host:
     timer: Literal["wall", "cuda-events"] = "wall"
+    memory: Literal["host", "device"] = "host"
 
     def unavailable(self) -> str | None:
         return None
@@ -204,6 +208,7 @@ class CudaBackend:
 
     name = "cuda"
     timer: Literal["wall", "cuda-events"] = "cuda-events"
+    memory: Literal["host", "device"] = "device"
     simulator = False
 
     def unavailable(self) -> str | None:

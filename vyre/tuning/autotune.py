@@ -347,7 +347,8 @@ class Harness:
         self.invocations = invocations_for(kernel, inputs, grid)
         self.grid = (-(-self.invocations // kernel.program.workgroup_size[0]), 1, 1)
         self._restore: list[tuple[Any, Any]] = []
-        if kernel.backend == "cpu":
+        self.host = kernel.impl.memory == "host"
+        if self.host:
             arrays = bind_host_arrays(kernel.program, inputs)
             self.args: dict[str, Any] = {}
             for b in storage_buffers(kernel.program):
@@ -387,7 +388,7 @@ class Harness:
         ``invocations`` (rounded up to whole workgroups) runs only the first ones (a probe)."""
         k = self.kernel
         n = self.invocations if invocations is None else min(self.invocations, invocations)
-        if k.backend == "cpu":
+        if self.host:
             previous = k.launch
             k.launch = launch
             try:
@@ -400,8 +401,9 @@ class Harness:
             k._fn[blocks, launch.wg](*self.dev_args, n, launch.ipt)
 
     def sync(self) -> None:
-        """Wait for the runs enqueued so far (a no-op on the CPU)."""
-        if self.kernel.backend == "cuda":
+        """Wait for the runs enqueued so far (a no-op where launches are synchronous: the CPU, the
+        simulator)."""
+        if self.kernel.impl.timer == "cuda-events":
             from numba import cuda
 
             cuda.synchronize()
@@ -431,7 +433,7 @@ class Harness:
         k = self.kernel
         m = min(self.invocations, 4096)
         self.restore()
-        if k.backend == "cpu":
+        if self.host:
             n = self.invocations
             if k._fn_parallel is not None and k._cpu_entry(n, True, work_per_invocation(k.program, self.args)) \
                     is k._fn_parallel:
@@ -457,9 +459,9 @@ class Harness:
         """Median latency per run in nanoseconds; exceptions propagate. Under ``budget`` the
         search stops (:class:`BudgetExhausted`) when it is spent (see :class:`BudgetedTimer`)."""
         b = Budget(math.inf) if budget is None else budget
-        if self.kernel.backend == "cpu":
+        if self.host:
             return BudgetedTimer(self.run, b, self.warmup, self.repeats, setup=self.restore)
-        if self.kernel.backend == "cudasim":  # the simulator runs synchronously; its events are fake
+        if self.kernel.impl.timer == "wall":  # the simulator runs synchronously; its events are fake
             return _Gated(_Scaled(PerfCounterTimer(self._sample, self.warmup, self.repeats, setup=self.restore),
                                   1.0 / CUDA_LAUNCHES_PER_SAMPLE), b)
         events = CudaEventTimer(self._sample, self.warmup, self.repeats, setup=self.restore)
