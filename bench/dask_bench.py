@@ -3,6 +3,9 @@
     python bench/dask_bench.py cache           # CPU: N worker processes, cold vs shared disk cache
     python bench/dask_bench.py gpus [log2 n] [log2 chunk]   # CUDA: chain + sum over n f32,
                                                              # 1 GPU vs all GPUs vs CuPy-on-Dask
+    python bench/dask_bench.py check                        # CUDA: results over CuPy chunks
+    python bench/dask_bench.py overhead [log2 n]            # CUDA, one GPU: per-chunk host cost
+                                                             # (many small chunks), GPU-busy share
 
 Prints markdown tables (paste into BENCHMARKS.md with machine, date, commit).
 """
@@ -113,7 +116,8 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27) -> None:
         return best
 
     rows = []
-    for label, devs in (("1 GPU", [0]), (f"{ngpu} GPUs", list(range(ngpu)))):
+    configs = [("1 GPU", [0])] + ([(f"{ngpu} GPUs", list(range(ngpu)))] if ngpu > 1 else [])
+    for label, devs in configs:
         dx, dy = on_devices(devs)
         got, want = dask.compute(vyre.dask.reduce("sum", vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out",
                                                                               backend="cuda"), backend="cuda"),
@@ -138,11 +142,164 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27) -> None:
         print(f"| {label} | {tv * 1e3:.1f} | {gb / tv:.0f} | {tc * 1e3:.1f} | {rows[0][1] / tv:.2f}x |")
 
 
+def check_section() -> None:
+    """CUDA: vyre.dask over CuPy chunks (uneven, several layouts, so both the checked first launch
+    and the direct launches run) equals one dispatch over the whole array: integers bit for bit
+    (map_blocks, map_overlap), the chain within float tolerance, the reduction against float64."""
+    import cupy
+    import dask.array as da
+
+    import vyre
+    import vyre.dask
+    from vyre.ir import U32, Program, buflen, gid, if_, let, output, read, store, u32, var
+
+    xs, ts, o = read("x", 0, U32), read("t", 1, U32), output("out", 2, U32)
+    i = var("i")
+    mix = Program.wrapped([xs, ts, o], 64, [let("i", gid()), if_(i.lt(buflen(o)), [
+        store(o, i, xs[i] * u32(2654435761) + ts[xs[i] % buflen(ts)])])])
+    xx, oo = read("x", 0, U32), output("out", 1, U32)
+    sten = Program.wrapped([xx, oo], 64, [let("i", gid()), if_(i.lt(buflen(oo)), [
+        store(oo, i, xx[i - u32(1)] + xx[i] * u32(3) + xx[i + u32(1)] * u32(5))])])
+    rng = np.random.default_rng(1)
+    n = 100_003
+    chunks = ((20_000, 20_000, 30_000, 7, 30_000 - 4),)
+    x = cupy.asarray(rng.integers(0, 2**32, n, dtype=np.uint32))
+    t = cupy.asarray(rng.integers(0, 2**32, 97, dtype=np.uint32))
+    dx = da.from_array(x, chunks=chunks, asarray=False)
+    for _ in range(2):  # the second pass takes the direct launch for every layout
+        want = vyre.dispatch(mix, {"x": x, "t": t, "out": cupy.zeros(n, cupy.uint32)}, grid=-(-n // 64))["out"]
+        got = vyre.dask.map_blocks(mix, {"x": dx, "t": t}, "out", backend="cuda").compute(scheduler="threads")
+        assert bool((cupy.asarray(got) == want).all()), "map_blocks differs from one dispatch"
+        want = vyre.dispatch(sten, {"x": x, "out": cupy.zeros(n, cupy.uint32)}, grid=-(-n // 64))["out"]
+        got = vyre.dask.map_overlap(sten, {"x": dx}, "out", depth=1, backend="cuda").compute(scheduler="threads")
+        assert bool((cupy.asarray(got) == want).all()), "map_overlap differs from one dispatch"
+    f = cupy.asarray(rng.standard_normal(n).astype(np.float32))
+    for _ in range(2):
+        got_s = float(vyre.dask.reduce("sum", da.from_array(f, chunks=chunks, asarray=False),
+                                       backend="cuda").compute(scheduler="threads"))
+        ref = float(f.astype(cupy.float64).sum())
+        assert abs(got_s - ref) <= 1e-5 * float(cupy.abs(f).astype(cupy.float64).sum()), (got_s, ref)
+    print("check: map_blocks and map_overlap bit-exact, reduce within tolerance, over uneven CuPy chunks")
+
+
+def overhead_section(log2n: int = 26, log2chunks: tuple[int, ...] = (16, 18, 20, 22, 24)) -> None:
+    """One GPU: the chain + ``vyre.dask.reduce`` over 2^log2n f32 in ever smaller chunks. Small
+    chunks leave the GPU idle, so their time per chunk is the host's cost per chunk (Dask's
+    scheduling included); the GPU-busy share is the device time of the same kernels (measured
+    back to back on one large array, scaled by elements) over the wall time."""
+    import cupy
+    import dask
+    import dask.array as da
+
+    import vyre
+    import vyre.dask
+    import vyre.ops
+
+    n = 1 << log2n
+    p = _chain_program()
+    rng = cupy.random.default_rng(0)
+    x, y = rng.standard_normal(n, dtype=cupy.float32), rng.standard_normal(n, dtype=cupy.float32)
+
+    # device time per element of the chain + the sum, back to back on the whole array
+    out = cupy.empty(n, cupy.float32)
+    vyre.dispatch(p, {"x": x, "y": y, "out": out}, grid=-(-n // 256))
+    vyre.ops.sum(out)
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    reps = 20
+    start.record()
+    for _ in range(reps):
+        vyre.dispatch(p, {"x": x, "y": y, "out": out}, grid=-(-n // 256))
+        vyre.ops.sum(out)
+    stop.record()
+    stop.synchronize()
+    dev_s = cupy.cuda.get_elapsed_time(start, stop) / 1e3 / reps
+    print(f"device time of chain + sum over 2^{log2n} f32, back to back: {dev_s * 1e3:.3f} ms")
+
+    def cupy_chain(a, b):
+        with cupy.cuda.Device(a.device.id):
+            return cupy.exp(a) * b + cupy.sin(a) * a
+
+    def dev_sum(c):
+        with cupy.cuda.Device(c.device.id):
+            return cupy.asnumpy(c.sum(dtype=cupy.float64)).reshape(1)
+
+    print("| chunk | chunks | vyre (ms) | vyre per chunk (us) | vyre GPU-busy | CuPy-on-Dask (ms) "
+          "| CuPy per chunk (us) |")
+    print("|---|---|---|---|---|---|---|")
+    for lc in log2chunks:
+        dx, dy = (da.from_array(a, chunks=1 << lc, asarray=False) for a in (x, y))
+        nchunks = dx.numblocks[0]
+
+        def vyre_graph(dx=dx, dy=dy):
+            return vyre.dask.reduce("sum", vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda"),
+                                    backend="cuda")
+
+        def cupy_graph(dx=dx, dy=dy):
+            m = da.map_blocks(cupy_chain, dx, dy, dtype=np.float32)
+            return m.map_blocks(dev_sum, chunks=((1,) * m.numblocks[0],), dtype=np.float64,
+                                meta=np.empty((0,), np.float64)).sum()
+
+        def best(build, reps: int = 3) -> float:
+            dask.compute(build(), scheduler="threads", num_workers=2)  # warm: kernels, tuner, pools
+            t = float("inf")
+            for _ in range(reps):
+                g = build()
+                cupy.cuda.runtime.deviceSynchronize()
+                t0 = time.perf_counter()
+                dask.compute(g, scheduler="threads", num_workers=2)
+                cupy.cuda.runtime.deviceSynchronize()
+                t = min(t, time.perf_counter() - t0)
+            return t
+
+        tv, tc = best(vyre_graph), best(cupy_graph)
+        print(f"| 2^{lc} | {nchunks} | {tv * 1e3:.1f} | {tv / nchunks * 1e6:.0f} | {dev_s / tv:.0%} | "
+              f"{tc * 1e3:.1f} | {tc / nchunks * 1e6:.0f} |")
+    got = float(vyre_graph().compute(scheduler="threads"))
+    ref = float((cupy.exp(x.astype(cupy.float64)) * y + cupy.sin(x.astype(cupy.float64)) * x).sum())
+    assert abs(got - ref) <= 1e-4 * abs(ref), (got, ref)
+    print(f"sum {got:.6e} (float64 reference {ref:.6e})")
+
+
+def profile_section(log2n: int = 24, log2chunk: int = 16) -> None:
+    """cProfile of one compute of the chain + reduce in 2^(log2n - log2chunk) chunks on the
+    synchronous scheduler: where each chunk's host time goes (top functions by own time)."""
+    import cProfile
+    import pstats
+
+    import cupy
+    import dask.array as da
+
+    import vyre.dask
+
+    n = 1 << log2n
+    p = _chain_program()
+    x = cupy.random.default_rng(0).standard_normal(n, dtype=cupy.float32)
+    dx = da.from_array(x, chunks=1 << log2chunk, asarray=False)
+
+    def run():
+        return vyre.dask.reduce("sum", vyre.dask.map_blocks(p, {"x": dx, "y": dx}, "out", backend="cuda"),
+                                backend="cuda").compute(scheduler="sync")
+
+    run()
+    prof = cProfile.Profile()
+    prof.enable()
+    run()
+    prof.disable()
+    print(f"profile: {dx.numblocks[0]} chunks of 2^{log2chunk}, synchronous scheduler")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "cache"
     if what == "cache":
         cache_section()
     elif what == "gpus":
         gpus_section(*(int(a) for a in sys.argv[2:4]))
+    elif what == "check":
+        check_section()
+    elif what == "overhead":
+        overhead_section(*(int(a) for a in sys.argv[2:3]))
+    elif what == "profile":
+        profile_section(*(int(a) for a in sys.argv[2:4]))
     else:
         raise SystemExit(__doc__)

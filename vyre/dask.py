@@ -23,6 +23,7 @@ import numpy as np
 
 from .errors import DispatchError
 from .ir.program import Program, program_of
+from .driver.full_write import covers, writes_every_element
 from .ir.wire import from_wire, to_wire
 
 try:
@@ -108,14 +109,23 @@ def _grid_for(program: Program, shape: tuple[int, ...], dim: DimFn | None) -> tu
     return tuple(max(1, -(-v // w)) for v, w in zip(d, wg, strict=False))
 
 
-def _zeros_like_chunk(chunk: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    """A zero-filled array of the chunk's kind (numpy or CuPy, on the chunk's device)."""
-    if isinstance(chunk, np.ndarray) or not hasattr(chunk, "__cuda_array_interface__"):
-        return np.zeros(shape, dtype)
+def _on_gpu(chunk: Any) -> bool:
+    return not isinstance(chunk, np.ndarray) and hasattr(chunk, "__cuda_array_interface__")
+
+
+def _output_for(program: Program, name: str, grid: tuple[int, ...], like: Any, shape: tuple[int, ...]) -> Any:
+    """A new array for output ``name`` of the chunk's kind (numpy, or CuPy on the chunk's GPU):
+    uninitialised where the launch provably writes every element and never reads it
+    (vyre.driver.full_write), else zero-filled as dispatch's own allocations are."""
+    n = int(np.prod(shape, dtype=np.int64))
+    full = writes_every_element(program, name) and covers(program, grid, n)
+    dt = program.buffer(name).element.np_dtype
+    if not _on_gpu(like):
+        return (np.empty if full else np.zeros)(shape, dt)
     import cupy
 
-    with cupy.cuda.Device(chunk.device.id):
-        return cupy.zeros(shape, dtype)
+    with cupy.cuda.Device(like.device.id):
+        return (cupy.empty if full else cupy.zeros)(shape, dt)
 
 
 def _copy(chunk: Any) -> Any:
@@ -131,43 +141,102 @@ def _copy(chunk: Any) -> Any:
 def _contiguous(chunk: Any) -> Any:
     if isinstance(chunk, np.ndarray):
         return np.ascontiguousarray(chunk)
+    if chunk.flags.c_contiguous:
+        return chunk
     import cupy
 
     with cupy.cuda.Device(chunk.device.id):
         return cupy.ascontiguousarray(chunk)
 
 
-def _synchronize(chunk: Any) -> None:
-    """Wait for the chunk's device: a Dask task's result must be complete when the task ends, since
-    the next task may read it from another thread and another GPU's stream (no stream orders them)."""
-    import cupy
+@functools.lru_cache(maxsize=64)
+def _chunk_kernel(wire: bytes, backend: str) -> Any:
+    """The kernel dispatch runs for a task's program (the very object, so its tuned launch and
+    the launch shapes recorded by vyre.driver.device_launch are shared by every chunk)."""
+    from .driver.dispatch import _kernel_for
 
-    with cupy.cuda.Device(chunk.device.id):
-        cupy.cuda.runtime.deviceSynchronize()
+    return _kernel_for(_decoded(wire), backend)
+
+
+def _cuda_backend(backend: str | None) -> bool:
+    from .driver.backends import check_backend, default_backend
+
+    return (check_backend(backend) if backend is not None else default_backend()) == "cuda"
+
+
+def _arrays_for(program: Program, chunked: tuple[str, ...], outputs: tuple[str, ...],
+                whole: Mapping[str, Any], chunks: tuple[Any, ...], grid: tuple[int, ...]) -> dict[str, Any]:
+    """The task's buffers: chunks (private copies where written), whole buffers, new outputs."""
+    shape = tuple(chunks[0].shape)
+    arrays: dict[str, Any] = dict(whole)
+    for name, chunk in zip(chunked, chunks, strict=True):
+        arrays[name] = _copy(chunk) if program.buffer(name).access.writable else _contiguous(chunk)
+    for o in outputs:
+        if o not in arrays:
+            arrays[o] = _output_for(program, o, grid, chunks[0], shape)
+    for name in whole:  # whole buffers the program writes get a private copy per chunk too
+        if program.buffer(name).access.writable:
+            arrays[name] = _copy(arrays[name])
+    return arrays
 
 
 def _run_chunk(wire: bytes, chunked: tuple[str, ...], outputs: tuple[str, ...], backend: str | None,
                dim: DimFn | None, whole: Mapping[str, Any], *chunks: Any) -> Any:
-    """The task: dispatch the program over one chunk; returns the output chunk(s)."""
-    from .driver.dispatch import dispatch
+    """The task: dispatch the program over one chunk; returns the output chunk(s).
 
+    CuPy chunks run on their own GPU, on CuPy's current stream of it: the first chunk of each
+    layout through ``dispatch`` (every check), the others through the direct launch
+    (vyre.driver.device_launch). On the legacy default stream (CuPy's default) the task returns
+    without waiting: later work on that GPU is ordered after the kernel, and whatever needs the
+    values on the host waits there (:func:`reduce`'s partials, ``.compute()``). On any other
+    stream the task waits for its kernel, since other threads' streams are not ordered after it."""
     program = _decoded(wire)
     shape = tuple(chunks[0].shape)
-    arrays: dict[str, Any] = dict(whole)
-    for name, chunk in zip(chunked, chunks, strict=True):
-        decl = program.buffer(name)
-        arrays[name] = _copy(chunk) if decl.access.writable else _contiguous(chunk)
-    for o in outputs:
-        if o not in arrays:
-            arrays[o] = _zeros_like_chunk(chunks[0], shape, program.buffer(o).element.np_dtype)
-    for name in whole:  # whole buffers the program writes get a private copy per chunk too
-        if program.buffer(name).access.writable:
-            arrays[name] = _copy(arrays[name])
-    dispatch(program, arrays, backend=backend, grid=_grid_for(program, shape, dim))
-    if not isinstance(chunks[0], np.ndarray):
-        _synchronize(chunks[0])
+    grid = _grid_for(program, shape, dim)
+    if _on_gpu(chunks[0]) and _cuda_backend(backend):
+        return _run_chunk_cuda(wire, program, chunked, outputs, whole, chunks, grid)
+    from .driver.dispatch import dispatch
+
+    arrays = _arrays_for(program, chunked, outputs, whole, chunks, grid)
+    dispatch(program, arrays, backend=backend, grid=grid)
     res = tuple(arrays[o].reshape(shape) for o in outputs)
     return res[0] if len(res) == 1 else res
+
+
+def _run_chunk_cuda(wire: bytes, program: Program, chunked: tuple[str, ...], outputs: tuple[str, ...],
+                    whole: Mapping[str, Any], chunks: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
+    import cupy
+
+    from .driver import device_launch
+    from .driver.dispatch import dispatch
+    from .driver.geometry import grid3
+
+    device = chunks[0].device.id
+    with cupy.cuda.Device(device):
+        stream = cupy.cuda.get_current_stream()
+        arrays = _arrays_for(program, chunked, outputs, whole, chunks, grid)
+        kernel = _chunk_kernel(wire, "cuda")
+        g = grid3(grid)
+        if device_launch.launch(kernel, arrays, g, device, stream.ptr):
+            if stream.ptr:
+                _wait(stream)
+        else:  # a new layout (or not CuPy arrays throughout): every check, then remembered
+            dispatch(program, arrays, backend="cuda", grid=grid)
+            device_launch.remember(kernel, arrays, g)
+            if stream.ptr:  # dispatch launched on the legacy default stream
+                cupy.cuda.Stream.null.synchronize()
+    shape = tuple(chunks[0].shape)
+    res = tuple(arrays[o].reshape(shape) for o in outputs)
+    return res[0] if len(res) == 1 else res
+
+
+def _wait(stream: Any) -> None:
+    """Wait (GIL released) for the work queued on ``stream`` so far, not for later work of others."""
+    import cupy
+
+    ev = cupy.cuda.Event(block=False, disable_timing=True)
+    ev.record(stream)
+    ev.synchronize()
 
 
 def _meta(chunked_first: Any, dtype: np.dtype) -> Any:
@@ -240,29 +309,63 @@ def map_overlap(program: Any, inputs: Mapping[str, Any], output: str, *, depth: 
 _REDUCTIONS = ("sum", "max", "min")
 
 
-def _reduce_chunk(op: str, backend: str | None, chunk: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """One chunk's partial: the whole chunk reduced by a ``vyre.ops`` kernel, brought to the host
-    (float partials widened to f64 for the combine)."""
+def _partial(op: str, backend: str | None, chunk: Any) -> Any:
+    """One chunk's partial result, computed by a ``vyre.ops`` kernel over the whole chunk: a host
+    scalar for NumPy chunks; for a CuPy chunk a 0-d array on the chunk's own GPU, left pending
+    there (the task does not wait: :func:`_finish` does, where the value is needed)."""
     from . import ops
 
-    r = getattr(ops, op)(_contiguous(chunk).reshape(-1), backend=backend)
-    host = np.asarray(r.get() if hasattr(r, "get") else r)
-    wide = host.astype(np.float64) if host.dtype.kind == "f" else host
-    return wide.reshape((1,) * chunk.ndim) if keepdims else wide
+    fn = getattr(ops, op)
+    if _on_gpu(chunk):
+        import cupy
+
+        with cupy.cuda.Device(chunk.device.id):
+            return fn(_contiguous(chunk).reshape(-1), backend=backend)
+    r = fn(_contiguous(chunk).reshape(-1), backend=backend)
+    return np.asarray(r.get() if hasattr(r, "get") else r)
 
 
-def _combine(op: str, result: np.dtype, parts: Any, axis: Any = None, keepdims: bool = False,
-             **_dask_options: Any) -> Any:
+def _gather(*items: Any) -> list[Any]:
+    """Partials (and lists of them) of several tasks in one list, without waiting for any: bounds
+    each task's fan-in."""
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, list):
+            out.extend(item)
+        else:
+            out.append(item)
+    return out
+
+
+def _host(partial: Any) -> np.ndarray:
+    if isinstance(partial, np.ndarray):
+        return partial
+    import cupy
+
+    with cupy.cuda.Device(partial.device.id):
+        return np.asarray(partial.get())  # waits (GIL released) for the chunk's GPU work so far
+
+
+def _finish(op: str, result: np.dtype, *items: Any) -> np.ndarray:
+    """The reduction of every partial: each brought to the host (the one wait per chunk), float
+    partials widened to f64, combined, rounded once to the result dtype."""
+    host = [_host(p) for p in _gather(*items)]
+    parts = np.array([h.astype(np.float64) if h.dtype.kind == "f" else h for h in host])
+    if parts.size == 0:
+        return np.zeros((), result)
     fn: Any = getattr(np, op)  # np.sum / np.max / np.min
-    return fn(parts, axis=axis, keepdims=keepdims).astype(result)
+    return np.asarray(fn(parts)).astype(result)
 
 
 def reduce(op: str, x: Any, *, backend: str | None = None, split_every: int | None = None) -> Any:
     """``sum``, ``max`` or ``min`` of a whole dask array: a :mod:`vyre.ops` kernel per chunk, then
-    Dask's tree combine of the partials on the host (``split_every`` as in
-    ``dask.array.reduction``). Returns a 0-d dask array of ``x``'s dtype. Float partials are combined
-    in f64, so a sum's error is vyre.ops' per-chunk bound plus one final rounding; max and min follow
-    vyre.ops' NaN rule (a NaN anywhere gives NaN)."""
+    the partials combined on the host. Returns a 0-d dask array of ``x``'s dtype. Float partials
+    are combined in f64, so a sum's error is vyre.ops' per-chunk bound plus one final rounding;
+    max and min follow vyre.ops' NaN rule (a NaN anywhere gives NaN).
+
+    A CuPy chunk's partial stays on its GPU until the final task copies it to the host: no task
+    waits for a GPU before then, so every chunk's kernels can be queued on every GPU at once.
+    ``split_every`` (default 32) bounds how many tasks' partials one task gathers."""
     if op not in _REDUCTIONS:
         raise DispatchError(f"unknown reduction {op!r}. Fix: use one of {list(_REDUCTIONS)}")
     if not _is_dask(x):
@@ -272,9 +375,16 @@ def reduce(op: str, x: Any, *, backend: str | None = None, split_every: int | No
                             "Fix: x.astype(np.float32) (or reduce integers with dask's own x.sum())")
     if x.size == 0 and op != "sum":
         raise DispatchError(f"{op} of an empty array has no value. Fix: reduce a non-empty array")
+    fan_in = 32 if split_every is None else split_every
+    if not isinstance(fan_in, int) or isinstance(fan_in, bool) or fan_in < 2:
+        raise DispatchError(f"split_every must be an int >= 2, got {split_every!r}. Fix: pass e.g. 8")
     dt = np.dtype(x.dtype)
-    return da.reduction(x, functools.partial(_reduce_chunk, op, backend), functools.partial(_combine, op, dt),
-                        dtype=dt, split_every=split_every, concatenate=True, meta=np.empty((), dt))
+    partial, gather = dask.delayed(_partial, pure=True), dask.delayed(_gather, pure=True)
+    parts = [partial(op, backend, b) for b in x.to_delayed().ravel()]
+    while len(parts) > fan_in:
+        parts = [gather(*parts[i:i + fan_in]) for i in range(0, len(parts), fan_in)]
+    total = dask.delayed(_finish, pure=True)(op, dt, *parts)
+    return da.from_delayed(total, shape=(), dtype=dt, meta=np.empty((), dt))
 
 
 def _grad_chunk(wire: bytes, chunked: tuple[str, ...], output: str, wrt: tuple[str, ...],

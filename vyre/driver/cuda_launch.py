@@ -22,7 +22,7 @@ from .geometry import check_ids_fit, flat_invocations, grid3
 from .launch_policy import choose_launch
 
 if TYPE_CHECKING:
-    from .dispatch import Grid, Kernel
+    from .dispatch import Grid, Kernel, Launch
 
 
 def compute_capability() -> str:
@@ -167,6 +167,22 @@ def _first_launch_guarded(kernel: Kernel, griddim: tuple[int, int, int], blockdi
         _loaded.add(key)
 
 
+def launch_dims(kernel: Kernel, g: tuple[int, int, int], launch: Launch | None
+                ) -> tuple[tuple[int, int, int], tuple[int, int, int], tuple[int, ...]]:
+    """(griddim, blockdim, scalar arguments) of a launch over grid ``g``; ``launch``: a flat
+    kernel's knobs (None: its default launch). Shared by the checked path and
+    vyre.driver.device_launch, which repeats a checked launch on other arrays."""
+    program = kernel.program
+    if kernel.flat:
+        n = flat_invocations(program, g)
+        la = launch or kernel.default_launch(n)
+        blocks = max(1, -(-n // (la.wg * la.ipt)))
+        # y and z rows of a flat program repeat the x-row (geometry.flat_invocations), concurrently
+        return (blocks, g[1], g[2]), (la.wg, 1, 1), (n, la.ipt)
+    check_ids_fit(program, g)
+    return g, program.workgroup_size, ()
+
+
 def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
                     return_device: bool | None, pin: bool, strict: bool, tune: bool) -> dict[str, Any]:
     """Bind, check and launch on the current device; ``pin``: keep a cached launch for repeats;
@@ -204,19 +220,11 @@ def _launch_checked(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None
     lengths = {b.name: int(a.shape[0]) for b, a in zip(storage_buffers(program), dev_args, strict=True)}
     g = grid3(grid) if grid is not None else kernel.grid_for(lengths)
     lengths_agree = check_id_lengths(program, lengths, strict)
-    if kernel.flat:
-        n = flat_invocations(program, g)
-        if tune and kernel.backend == "cuda":
-            kernel.launch = choose_launch(
-                kernel, {b.name: a for b, a in zip(storage_buffers(program), dev_args, strict=True)}, n)
-        la = kernel.launch or kernel.default_launch(n)
-        blocks = max(1, -(-n // (la.wg * la.ipt)))
-        # y and z rows of a flat program repeat the x-row (geometry.flat_invocations), concurrently
-        griddim, blockdim = (blocks, g[1], g[2]), (la.wg, 1, 1)
-        scalars: tuple[int, ...] = (n, la.ipt)
-    else:
-        check_ids_fit(program, g)
-        griddim, blockdim, scalars = g, program.workgroup_size, ()
+    if kernel.flat and tune and kernel.backend == "cuda":
+        kernel.launch = choose_launch(kernel, {b.name: a for b, a in zip(storage_buffers(program), dev_args,
+                                                                         strict=True)},
+                                      flat_invocations(program, g))
+    griddim, blockdim, scalars = launch_dims(kernel, g, kernel.launch)
     _first_launch_guarded(kernel, griddim, blockdim, dev_args, scalars, stream)
     if kernel._save_binary is not None:  # compiled by that launch: keep the cubin for later processes
         save, kernel._save_binary = kernel._save_binary, None

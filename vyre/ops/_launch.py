@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..driver.dispatch import compile as vcompile
 from ..driver.dispatch import dispatch
 from ..errors import DispatchError
 from ..ir import Program
@@ -36,7 +35,7 @@ class _Lean:
     flat: bool  # a flat kernel (vyre.codegen.flat) also takes (invocations, invocations per thread)
 
 
-_lean: dict[int, tuple[Program, _Lean | None]] = {}
+_lean: dict[tuple[int, int | None], tuple[Program, _Lean | None]] = {}
 _lock = threading.Lock()
 
 
@@ -49,38 +48,46 @@ def _ptr(a: Any) -> int:
     return int(a.__cuda_array_interface__["data"][0])
 
 
-def _build(program: Program) -> _Lean | None:
-    try:
-        from cuda.bindings import driver as cu
+def _build(program: Program, device: int | None) -> _Lean | None:
+    """The direct launch of ``program`` on ``device`` (its function handle loaded there), after a
+    checked dispatch compiled it; None where the driver cannot be reached."""
+    from ..driver.device_launch import function_on
+    from ..driver.devices import current_ordinal
+    from ..driver.dispatch import _kernel_for
 
-        from ..driver.fast_launch import driver_launcher
-
-        k = vcompile(program, "cuda")
-        overloads = list(k._fn.overloads.values())
-        if len(overloads) != 1 or not driver_launcher().extended:
-            return None
-        err, func = cu.cuKernelGetFunction(overloads[0]._codelibrary.get_cufunc().handle)
-        if int(err) != 0:
-            return None
-    except Exception:  # no driver bindings: dispatch keeps working
+    k = _kernel_for(program, "cuda")  # dispatch's own kernel: the one its launch just loaded
+    where = current_ordinal() if device is None else device
+    func = None if where is None else function_on(k, where)
+    if func is None:
         return None
     order = tuple((b.name, b.element.size_bytes) for b in program.buffers if not b.is_workgroup)
-    return _Lean(ctypes.c_void_p(int(func)), order, program.workgroup_size, k.flat)
+    return _Lean(ctypes.c_void_p(func), order, program.workgroup_size, k.flat)
 
 
 def launch(program: Program, arrays: Mapping[str, Any], grid: int, backend: str) -> None:
     """Run ``program`` over ``grid`` workgroups; every storage buffer must be in ``arrays`` (flat,
-    contiguous, of its element type: the op's contract)."""
+    contiguous, of its element type: the op's contract). The direct launch is per device (a
+    function handle belongs to one GPU's context) and runs in the context of the arrays' GPU."""
     if backend != "cuda":
         dispatch(program, arrays, backend=backend, grid=grid, return_device=backend == "cudasim")
         return
-    hit = _lean.get(id(program))
+    from ..driver.devices import array_device, current_ordinal, on_device
+
+    device = array_device(next(iter(arrays.values())))
+    hit = _lean.get((id(program), device))
     if hit is None or hit[0] is not program:
         dispatch(program, arrays, backend="cuda", grid=grid, return_device=True)
         with _lock:
-            _lean[id(program)] = (program, _build(program))
+            _lean[(id(program), device)] = (program, _build(program, device))
         return
-    lean = hit[1]
+    if device is not None and device != current_ordinal():
+        with on_device(device):
+            _direct(hit[1], program, arrays, grid)
+        return
+    _direct(hit[1], program, arrays, grid)
+
+
+def _direct(lean: _Lean | None, program: Program, arrays: Mapping[str, Any], grid: int) -> None:
     if lean is None:
         dispatch(program, arrays, backend="cuda", grid=grid, return_device=True)
         return
@@ -121,7 +128,9 @@ def resident_workgroups(program: Program) -> int | None:
 
     tiny = {b.name: cuda.device_array(1, b.element.np_dtype) for b in program.buffers if not b.is_workgroup}
     launch(program, tiny, 1, "cuda")
-    lean = _lean.get(id(program), (program, None))[1]
+    from ..driver.devices import array_device
+
+    lean = _lean.get((id(program), array_device(next(iter(tiny.values())))), (program, None))[1]
     if lean is None:
         return None
     try:
