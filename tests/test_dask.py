@@ -206,11 +206,22 @@ def test_reduce_matches_the_whole_array(spec: tuple[int, list[int]], op: str, dt
         assert got == getattr(np, op)(x)
 
 
+@pytest.mark.parametrize("split_every", [2, 3, None])
+def test_reduce_gathers_partials_in_a_tree(split_every) -> None:
+    x = np.arange(1000, dtype=np.float64) - 400.5
+    dx = da.from_array(x, chunks=37)  # 28 chunks: several levels of gathering with split_every=2
+    got = vyre.dask.reduce("sum", dx, backend="cpu", split_every=split_every).compute()
+    assert float(got) == float(x.sum())  # integers and halves: exact in f64 in any order
+    assert vyre.dask.reduce("max", dx, backend="cpu", split_every=split_every).compute() == x.max()
+
+
 def test_reduce_errors() -> None:
     x = da.zeros(0, chunks=1, dtype=np.float32)
     assert float(vyre.dask.reduce("sum", x, backend="cpu").compute()) == 0.0
     with pytest.raises(DispatchError, match="empty array has no value"):
         vyre.dask.reduce("max", x)
+    with pytest.raises(DispatchError, match="split_every must be an int >= 2"):
+        vyre.dask.reduce("sum", da.ones(3, chunks=1), split_every=1)
     with pytest.raises(DispatchError, match="unknown reduction"):
         vyre.dask.reduce("prod", da.ones(3, chunks=1))
     with pytest.raises(DispatchError, match="float32 and float64"):
