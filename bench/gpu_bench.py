@@ -588,6 +588,126 @@ def histogram():
     RESULTS["histogram_ms"] = rows
 
 
+def _close(a, b, tol=1e-4):
+    import cupy as cp
+
+    a, b = cp.asarray(a, dtype=cp.float64), cp.asarray(b, dtype=cp.float64)
+    return float(cp.max(cp.abs(a - b) / cp.maximum(1, cp.abs(b)))) < tol
+
+
+def _handle_numbers(prog) -> dict[str, object]:
+    """The value_and_grad handle: at 2^26 device time vs the bare fused kernel; at 2^10 host time per
+    call on CuPy arrays and PyTorch tensors; every loss a fresh value that later calls leave alone."""
+    import cupy as cp
+    import torch
+
+    import vyre
+    from vyre.autodiff import grad, value_and_grad_fn
+
+    res: dict[str, object] = {}
+
+    def ref_grads(x, y):
+        ex = cp.exp(x.astype(cp.float64))
+        return ex * y + cp.sin(x) + x * cp.cos(x), ex, float((ex * y + cp.sin(x) * x).sum())
+
+    def case(n: int) -> None:
+        x = cp.random.standard_normal(n, dtype=cp.float32)
+        y = cp.random.standard_normal(n, dtype=cp.float32)
+        args = {"x": x, "y": y, "out": cp.zeros(n, cp.float32)}
+        vg = value_and_grad_fn(prog, "out", ["x", "y"], backend="cuda")
+        gx_ref, gy_ref, loss_ref = ref_grads(x, y)
+        losses = []
+        for _ in range(4):  # the first calls go through dispatch, later ones through the handle's launch
+            loss, g = vg(args)
+            losses.append(loss)
+            assert _close(g["x"], gx_ref) and _close(g["y"], gy_ref), "handle gradient"
+            assert abs(float(loss) - loss_ref) <= 1e-4 * abs(loss_ref), (float(loss), loss_ref)
+        assert len({id(v) for v in losses}) == 4, "a loss object was handed out twice"
+        x2 = x * 0.5
+        vg({"x": x2, "y": y, "out": args["out"]})
+        loss_c, _ = vg(args)
+        assert all(abs(float(v) - loss_ref) <= 1e-4 * abs(loss_ref) for v in losses), "a later call overwrote a loss"
+        assert abs(float(loss_c) - loss_ref) <= 1e-4 * abs(loss_ref)
+        fused = grad(prog, ["out"], ["x", "y"], accumulate=False, with_value=True, unit_cotangent=True)
+        fz = {"x": x, "y": y, "out": cp.empty_like(x), "grad_x": cp.empty_like(x), "grad_y": cp.empty_like(x)}
+        vyre.dispatch(fused, fz, backend="cuda")
+        if n > 4096:
+            t_h = cuda_time(lambda: vg(args))
+            t_k = cuda_time(lambda: vyre.dispatch(fused, fz, backend="cuda"))
+            t_ks = cuda_time(lambda: (vyre.dispatch(fused, fz, backend="cuda"), fz["out"].sum()))
+            print(f"handle at 2^26: {t_h * 1e3:.3f} ms vs bare fused kernel {t_k * 1e3:.3f} ms "
+                  f"({t_h / t_k:.3f}x); fused kernel + cp.sum {t_ks * 1e3:.3f} ms ({t_ks / t_k:.3f}x)")
+            res["handle_2_26"] = {"handle_ms": t_h * 1e3, "kernel_ms": t_k * 1e3, "kernel_sum_ms": t_ks * 1e3}
+            return
+        targs = {k: torch.as_tensor(v, device="cuda") for k, v in args.items()}
+        tloss = [vg(targs)[0] for _ in range(4)]
+        assert all(type(v) is torch.Tensor and abs(float(v) - loss_ref) <= 1e-4 * abs(loss_ref) for v in tloss)
+        h_k = host_time_per_call(lambda: vyre.dispatch(fused, fz, backend="cuda"), n=5000)
+        h_h = host_time_per_call(lambda: vg(args), n=5000)
+        h_t = host_time_per_call(lambda: vg(targs), n=5000)
+        print(f"handle at 2^10: {h_h * 1e6:.2f} us host per call on CuPy arrays, {h_t * 1e6:.2f} us on PyTorch "
+              f"tensors (bare fused dispatch {h_k * 1e6:.2f} us); every loss a fresh value, checked")
+        res["handle_2_10_us"] = {"handle": h_h * 1e6, "handle_torch": h_t * 1e6, "dispatch": h_k * 1e6}
+
+    for n in (1 << 26, 1 << 10):
+        case(n)
+    return res
+
+
+def _torch_dispatch_numbers() -> dict[str, float]:
+    """vyre.dispatch host time per call, PyTorch CUDA tensors vs CuPy arrays (1024-element add); on
+    torch.cuda.stream(s) a dependent chain stays ordered."""
+    import cupy as cp
+    import torch
+
+    import vyre
+    from vyre.ir import F32, Program, buflen, gid, if_, let, output, read, store, var
+
+    a_, b_, o_ = read("a", 0, F32), read("b", 1, F32), output("o", 2, F32)
+    i = var("i")
+    add = Program.wrapped([a_, b_, o_], 256, [let("i", gid()), if_(i.lt(buflen(o_)), [store(o_, i, a_[i] + b_[i])])])
+    n = 1024
+    ta, tb, to = torch.ones(n, device="cuda"), torch.ones(n, device="cuda"), torch.zeros(n, device="cuda")
+    ca, cb, co = cp.ones(n, cp.float32), cp.ones(n, cp.float32), cp.zeros(n, cp.float32)
+    targs, cargs = {"a": ta, "b": tb, "o": to}, {"a": ca, "b": cb, "o": co}
+    vyre.dispatch(add, targs, backend="cuda")
+    vyre.dispatch(add, targs, backend="cuda")
+    from vyre.driver.dispatch import _by_identity
+
+    assert _by_identity[(id(add), "cuda")][1]._fast is not None, "torch tensors did not take the cached launch"
+    assert float(to[3]) == 2.0
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):  # a dependent chain on a side stream: vyre must run on s, in order
+        for _ in range(50):
+            ta.add_(1.0)
+            vyre.dispatch(add, targs, backend="cuda")
+            tb.copy_(to)
+    s.synchronize()
+    # a = 1 + (k + 1), o = a + b, b = o: b ends at 1 + sum_{k<50} (k + 2) = 1326
+    assert float(to[0]) == float(tb[0]) == 1326.0 and float(ta[0]) == 51.0, (float(to[0]), float(ta[0]))
+    print(f"PyTorch tensors: cached launch taken; on torch.cuda.stream(s) the chain stays ordered "
+          f"(o = {float(to[0])})")
+    ta.fill_(1.0), tb.fill_(1.0)
+    vyre.dispatch(add, cargs, backend="cuda")
+    vyre.dispatch(add, cargs, backend="cuda")
+    samples: dict[str, list[float]] = {"torch": [], "cupy": []}
+    for _ in range(5):
+        samples["torch"].append(host_time_per_call(lambda: vyre.dispatch(add, targs, backend="cuda"), n=10000))
+        samples["cupy"].append(host_time_per_call(lambda: vyre.dispatch(add, cargs, backend="cuda"), n=10000))
+    t_t, t_c = (statistics.median(v) for v in samples.values())
+    print(f"vyre.dispatch host time per call: PyTorch tensors {t_t * 1e6:.2f} us, CuPy arrays {t_c * 1e6:.2f} us "
+          f"({t_t / t_c:.2f}x)")
+    return {"torch": t_t * 1e6, "cupy": t_c * 1e6}
+
+
+@section
+def host_overhead():
+    """Host time of the value_and_grad handle and of dispatch with PyTorch tensors (issue 14's host targets)"""
+    from vyre.examples import fused_chain
+
+    RESULTS["host_overhead"] = {**_handle_numbers(fused_chain()), "dispatch_us": _torch_dispatch_numbers()}
+
+
 @section
 def device_runners():
     """Gradients on the device: runners on CuPy / PyTorch / JAX arrays, the value_and_grad handle, PyTorch
@@ -597,9 +717,10 @@ def device_runners():
 
     import vyre
     import vyre.torch as vt
-    from vyre.autodiff import check_grad, grad, hvp, jvp, promote_f64, run_forward, value_and_grad
+    from vyre.autodiff import check_grad, hvp, jvp, promote_f64, run_forward, value_and_grad
     from vyre.autodiff import value_and_grad_fn, vjp
     from vyre.examples import fused_chain, matvec
+    from vyre.ir import F32, Program, buflen, gid, if_, let, read, store, var
 
     res: dict[str, object] = {}
     prog = fused_chain()
@@ -657,73 +778,9 @@ def device_runners():
         res["jax"] = f"FAILED {e}"
 
     # 2. the handle: 2^26 device time vs the bare fused kernel; 2^10 host time per call
-    def handle_case(n: int) -> None:
-        x = cp.random.standard_normal(n, dtype=cp.float32)
-        y = cp.random.standard_normal(n, dtype=cp.float32)
-        args = {"x": x, "y": y, "out": cp.zeros(n, cp.float32)}
-        vg = value_and_grad_fn(prog, "out", ["x", "y"], backend="cuda")
-        loss, g = vg(args)
-        gx_ref, gy_ref, loss_ref = ref_grads(x, y)
-        assert close(g["x"], gx_ref) and close(g["y"], gy_ref) and abs(float(loss) - loss_ref) <= 1e-4 * abs(loss_ref)
-        loss2, g2 = vg(args)
-        assert g2["x"] is g["x"] and abs(float(loss2) - float(loss)) <= 1e-9 * abs(float(loss))
-        fused = grad(prog, ["out"], ["x", "y"], accumulate=False, with_value=True, unit_cotangent=True)
-        fz = {"x": x, "y": y, "out": cp.empty_like(x), "grad_x": cp.empty_like(x), "grad_y": cp.empty_like(x)}
-        vyre.dispatch(fused, fz, backend="cuda")
-        if n > 4096:
-            t_h = cuda_time(lambda: vg(args))
-            t_k = cuda_time(lambda: vyre.dispatch(fused, fz, backend="cuda"))
-            t_ks = cuda_time(lambda: (vyre.dispatch(fused, fz, backend="cuda"), fz["out"].sum()))
-            print(f"handle at 2^26: {t_h * 1e3:.3f} ms vs bare fused kernel {t_k * 1e3:.3f} ms "
-                  f"({t_h / t_k:.3f}x); fused kernel + cp.sum {t_ks * 1e3:.3f} ms ({t_ks / t_k:.3f}x)")
-            res["handle_2_26"] = {"handle_ms": t_h * 1e3, "kernel_ms": t_k * 1e3, "kernel_sum_ms": t_ks * 1e3}
-        else:
-            h_h = host_time_per_call(lambda: vg(args), n=5000)
-            h_k = host_time_per_call(lambda: vyre.dispatch(fused, fz, backend="cuda"), n=5000)
-            print(f"handle at 2^10: {h_h * 1e6:.2f} us host per call (bare fused dispatch {h_k * 1e6:.2f} us)")
-            res["handle_2_10_us"] = {"handle": h_h * 1e6, "dispatch": h_k * 1e6}
-
-    handle_case(1 << 26)
-    handle_case(1 << 10)
-
+    res.update(_handle_numbers(prog))
     # 3. PyTorch CUDA tensors on the cached launch; torch's current stream
-    from vyre.ir import F32, Program, buflen, gid, if_, let, output, read, store, var
-
-    a_, b_, o_ = read("a", 0, F32), read("b", 1, F32), output("o", 2, F32)
-    i = var("i")
-    add = Program.wrapped([a_, b_, o_], 256, [let("i", gid()), if_(i.lt(buflen(o_)), [store(o_, i, a_[i] + b_[i])])])
-    n = 1024
-    ta, tb, to = torch.ones(n, device="cuda"), torch.ones(n, device="cuda"), torch.zeros(n, device="cuda")
-    ca, cb, co = cp.ones(n, cp.float32), cp.ones(n, cp.float32), cp.zeros(n, cp.float32)
-    targs, cargs = {"a": ta, "b": tb, "o": to}, {"a": ca, "b": cb, "o": co}
-    vyre.dispatch(add, targs, backend="cuda")
-    vyre.dispatch(add, targs, backend="cuda")
-    from vyre.driver.dispatch import _by_identity
-
-    assert _by_identity[(id(add), "cuda")][1]._fast is not None, "torch tensors did not take the cached launch"
-    assert float(to[3]) == 2.0
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):  # a dependent chain on a side stream: vyre must run on s, in order
-        for _ in range(50):
-            ta.add_(1.0)
-            vyre.dispatch(add, targs, backend="cuda")
-            tb.copy_(to)
-    s.synchronize()
-    # a = 1 + (k + 1), o = a + b, b = o: b ends at 1 + sum_{k<50} (k + 2) = 1326
-    assert float(to[0]) == float(tb[0]) == 1326.0 and float(ta[0]) == 51.0, (float(to[0]), float(ta[0]))
-    print(f"PyTorch tensors: cached launch taken; on torch.cuda.stream(s) the chain stays ordered "
-          f"(o = {float(to[0])})")
-    ta.fill_(1.0), tb.fill_(1.0)
-    vyre.dispatch(add, cargs, backend="cuda")
-    vyre.dispatch(add, cargs, backend="cuda")
-    samples = {"torch": [], "cupy": []}
-    for _ in range(5):
-        samples["torch"].append(host_time_per_call(lambda: vyre.dispatch(add, targs, backend="cuda"), n=10000))
-        samples["cupy"].append(host_time_per_call(lambda: vyre.dispatch(add, cargs, backend="cuda"), n=10000))
-    t_t, t_c = (statistics.median(v) for v in samples.values())
-    print(f"vyre.dispatch host time per call: PyTorch tensors {t_t * 1e6:.2f} us, CuPy arrays {t_c * 1e6:.2f} us "
-          f"({t_t / t_c:.2f}x)")
-    res["dispatch_us"] = {"torch": t_t * 1e6, "cupy": t_c * 1e6}
+    res["dispatch_us"] = _torch_dispatch_numbers()
 
     # 4. vyre.torch.function on CUDA: gradcheck in float64, torch.compile (inductor) without graph breaks
     f = vt.function(promote_f64(prog), inputs=["x", "y"], outputs=["out"])
@@ -757,6 +814,7 @@ def device_runners():
     # the loss partials' zero fill, captured and replayed
     from vyre.ir import read_write
 
+    i = var("i")
     n = 1024
     x = cp.random.standard_normal(n, dtype=cp.float32)
     y = cp.random.standard_normal(n, dtype=cp.float32)

@@ -1,10 +1,17 @@
 """Training loop entirely on the device: logistic regression on synthetic data, 1000 steps of SGD.
 
-vyre: the loss and its gradients by one fused kernel (``value_and_grad_fn``: forward, backward and
-the loss's partial sums in one pass), the update by a vyre kernel; eagerly (dispatch per step) and
-as a CUDA graph (``vyre.graph``: the whole step replayed). Peers, same card and same run: PyTorch
-eager (autograd), ``torch.compile`` of the step (``torch.func.grad_and_value``, inductor) and
-``jax.jit`` of the step. Every variant starts from the same weights; the final losses must agree.
+vyre, three ways, each eagerly (a dispatch per kernel) and as a CUDA graph (``vyre.graph``: the
+whole step replayed):
+
+- the split step (:class:`SplitStep`, the headline): ``z = X w + b``, the loss and ``d/dz`` by a
+  ``value_and_grad_fn`` handle, the backward program of the first kernel for ``d/dw``, an update
+  kernel. X is read twice per step, and the weight gradient's atomics are spread over weight copies;
+- one fused value-and-gradient kernel (``value_and_grad_fn`` of the whole loss) over row-major X;
+- the same fused kernel over column-major X with 128 weight copies.
+
+Peers, same card and same run: PyTorch eager (autograd), ``torch.compile`` of the step
+(``torch.func.grad_and_value``, inductor) and ``jax.jit`` of the step. Every variant starts from
+the same weights; the final losses must agree.
 
 Run on a GPU machine: ``python3 bench/train_bench.py`` (``bench/gpu.sh train`` runs it too).
 Prints a markdown table; ``--steps N`` and ``--sizes small,large`` select the work.
@@ -108,6 +115,124 @@ def sgd_replicas_program(reps: int) -> Any:
     ])
 
 
+SPLIT_REPLICAS = 32  # weight copies of the split step (see split_programs)
+
+
+def z_program(n: int, reps: int) -> Any:
+    """``z[i] = XT[:, i] . W_r + B[r]`` over column-major ``XT[j * n + i]``, weight copy ``r = (i / 32)
+    mod reps`` (``W[r * d + j]``, ``B[r]``): the linear part of the model, the only program that reads X."""
+    from vyre.ir import F32, Program, assign, buflen, gid, if_, let, loop, output, read, store, u32, var
+
+    XT, W, B, z = read("XT", 0, F32), read("W", 1, F32), read("B", 2, F32), output("z", 3, F32)
+    i, j, acc, r, d = var("i"), var("j"), var("acc"), var("r"), var("d")
+    return Program.wrapped([XT, W, B, z], 256, [
+        let("i", gid()),
+        if_(i.lt(buflen(z)), [
+            let("d", buflen(W) // u32(reps)),
+            let("r", (i >> u32(5)) % u32(reps)),
+            let("acc", B[r]),
+            loop("j", u32(0), d, [assign("acc", acc + XT[j * buflen(z) + i] * W[r * d + j])]),
+            store(z, i, acc),
+        ]),
+    ])
+
+
+def z_loss_program(n: int) -> Any:
+    """``out[i] = (log(1 + exp(z_i)) - y_i z_i) / n``: sum(out) is the mean logistic loss."""
+    from vyre.ir import F32, Program, buflen, exp, f32, gid, if_, let, log, output, read, store, var
+
+    z, y, out = read("z", 0, F32), read("y", 1, F32), output("out", 2, F32)
+    i = var("i")
+    return Program.wrapped([z, y, out], 256, [
+        let("i", gid()),
+        if_(i.lt(buflen(out)), [store(out, i, (log(f32(1.0) + exp(z[i])) - y[i] * z[i]) * f32(1.0 / n))]),
+    ])
+
+
+def sgd_zeroing_program(reps: int) -> Any:
+    """Invocation ``j < d``: ``s = sum_r gW[r * d + j]``, then every copy ``W[r * d + j] -= lr * s`` and
+    ``gW[r * d + j] = 0`` (the next backward adds into zeros: no fill kernel); invocation ``d`` does the
+    same for ``B`` and ``gB``."""
+    from vyre.ir import F32, Program, assign, buflen, f32, gid, if_, let, loop, read_write, store, u32, var
+
+    W, B, gW, gB = (read_write("W", 0, F32), read_write("B", 1, F32), read_write("gW", 2, F32),
+                    read_write("gB", 3, F32))
+    k, s, r, d = var("k"), var("s"), var("r"), var("d")
+    at = r * d + k
+    return Program.wrapped([W, B, gW, gB], 64, [
+        let("k", gid()),
+        let("d", buflen(W) // u32(reps)),
+        let("s", f32(0.0)),
+        if_(k.lt(d), [
+            loop("r", u32(0), u32(reps), [assign("s", s + gW[at])]),
+            loop("r", u32(0), u32(reps), [store(W, at, W[at] - f32(LR) * s), store(gW, at, f32(0.0))]),
+        ]),
+        if_(k.eq(d), [
+            loop("r", u32(0), u32(reps), [assign("s", s + gB[r])]),
+            loop("r", u32(0), u32(reps), [store(B, r, B[r] - f32(LR) * s), store(gB, r, f32(0.0))]),
+        ]),
+    ])
+
+
+class SplitStep:
+    """One SGD step as four kernels, none with a contended atomic, X read twice (as the peers do):
+
+    1. ``z = X w + b`` (:func:`z_program`), a plain dispatch;
+    2. the loss and ``d loss / d z`` by a ``value_and_grad_fn`` handle of :func:`z_loss_program`
+       (elementwise: gradients stored, the loss summed in the kernel);
+    3. ``d loss / d W`` and ``d loss / d B``: the backward program of step 1 (``vyre.autodiff.grad``),
+       fed ``d loss / d z``. Its scatter into the weights is an atomic add per warp per weight, spread
+       over ``reps`` weight copies (a warp's copy is ``(i / 32) mod reps``), so no cache line takes
+       more than ``1 / reps`` of them;
+    4. the update (:func:`sgd_zeroing_program`): sums the copies' gradients, updates every copy, and
+       zeroes the gradients for the next step's backward.
+
+    The chain rule between the programs is this class's (the peers' frameworks do the same between
+    their kernels); every derivative is vyre's autodiff."""
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, xp: Any, reps: int = SPLIT_REPLICAS,
+                 backend: str | None = None) -> None:
+        from vyre.autodiff import grad, value_and_grad_fn
+
+        n, d = X.shape
+        self.reps, self.d, self.xp = reps, d, xp
+        self.backend = backend or ("cuda" if xp is not np else "cpu")
+        self.zprog, self.lprog, self.upd = z_program(n, reps), z_loss_program(n), sgd_zeroing_program(reps)
+        self.zback = grad(self.zprog, ["z"], ["W", "B"], accumulate=True)
+        self.vg = value_and_grad_fn(self.lprog, "out", ["z"], backend=self.backend)
+        self.W, self.B = xp.zeros(reps * d, np.float32), xp.zeros(reps, np.float32)
+        self.gW, self.gB = xp.zeros(reps * d, np.float32), xp.zeros(reps, np.float32)
+        self.zargs = {"XT": xp.asarray(np.ascontiguousarray(X.T).reshape(-1)), "W": self.W, "B": self.B,
+                      "z": xp.zeros(n, np.float32)}
+        self.largs = {"z": self.zargs["z"], "y": xp.asarray(y), "out": xp.zeros(n, np.float32)}
+        _, g = self.vg(self.largs)
+        self.bargs = {**self.zargs, "grad_z": g["z"], "grad_W": self.gW, "grad_B": self.gB}
+        self.uargs = {"W": self.W, "B": self.B, "gW": self.gW, "gB": self.gB}
+        self.ugrid = (d + 1 + 63) // 64
+        self.zgrid = -(-n // 256)  # the backward's default grid would follow its small outputs
+        self.gW[:] = 0
+        self.gB[:] = 0
+
+    def __call__(self) -> Any:
+        """One step; returns the loss before the update (a device scalar, or the partials inside a
+        CUDA graph capture)."""
+        import vyre
+
+        b = self.backend
+        vyre.dispatch(self.zprog, self.zargs, backend=b)
+        loss, _ = self.vg(self.largs)
+        vyre.dispatch(self.zback, self.bargs, backend=b, grid=self.zgrid)
+        vyre.dispatch(self.upd, self.uargs, backend=b, grid=self.ugrid)
+        return loss
+
+    def weights(self) -> tuple[np.ndarray, float]:
+        """Copy 0 of the weights (all copies are equal) and the bias, on the host."""
+        w = self.W[:self.d]
+        w = w.get() if hasattr(w, "get") else np.asarray(w)
+        b = self.B[:1]
+        return w, float(b.get()[0] if hasattr(b, "get") else b[0])
+
+
 def data(n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     X = (rng.standard_normal((n, d)) / np.sqrt(d)).astype(np.float32)
@@ -202,6 +327,68 @@ def run_vyre(X: np.ndarray, y: np.ndarray, steps: int, graph: bool, replicated: 
     return dt, final
 
 
+def run_split(X: np.ndarray, y: np.ndarray, steps: int, graph: bool, reps: int = SPLIT_REPLICAS
+              ) -> tuple[float, float]:
+    import cupy as cp
+
+    import vyre
+
+    n, d = X.shape
+    step = SplitStep(X, y, cp, reps)
+    for _ in range(5):  # compile, tune, pin the cached launches
+        step()
+    step.W.fill(0)
+    step.B.fill(0)
+    cp.cuda.Device().synchronize()
+    if not graph and n >= 1 << 16 and reps == SPLIT_REPLICAS:  # where the time goes
+        def dev_ms(fn: Any) -> float:
+            a, b = cp.cuda.Event(), cp.cuda.Event()
+            fn()
+            a.record()
+            for _ in range(20):
+                fn()
+            b.record()
+            b.synchronize()
+            return cp.cuda.get_elapsed_time(a, b) / 20
+
+        w0, b0, bk = step.W.copy(), step.B.copy(), step.backend
+        parts = {
+            "z = X w + b": lambda: vyre.dispatch(step.zprog, step.zargs, backend=bk),
+            "loss and d/dz (handle)": lambda: step.vg(step.largs),
+            "backward of z (d/dW, d/dB)": lambda: vyre.dispatch(step.zback, step.bargs, backend=bk, grid=step.zgrid),
+            "update + zero": lambda: vyre.dispatch(step.upd, step.uargs, backend=bk, grid=step.ugrid),
+        }
+        times = {k: dev_ms(f) for k, f in parts.items()}
+        NOTES.append(f"vyre split step ({reps} weight copies) device time per kernel at {n} x {d}: "
+                     + ", ".join(f"{k} {v:.3f} ms" for k, v in times.items()))
+        step.W[:] = w0
+        step.B[:] = b0
+        step.gW.fill(0)
+        step.gB.fill(0)
+        cp.cuda.Device().synchronize()
+    if graph:
+        with vyre.graph.capture() as gr:
+            vyre.dispatch(step.zprog, step.zargs, backend="cuda")
+            loss_parts, _ = step.vg(step.largs)
+            vyre.dispatch(step.zback, step.bargs, backend="cuda", grid=step.zgrid)
+            vyre.dispatch(step.upd, step.uargs, backend="cuda", grid=step.ugrid)
+        cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        for _ in range(steps):
+            gr.replay()
+        cp.cuda.Device().synchronize()
+        dt = (time.perf_counter() - t) / steps
+        final = float(loss_parts.sum())
+    else:
+        t = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        cp.cuda.Device().synchronize()
+        dt = (time.perf_counter() - t) / steps
+        final = float(loss)
+    return dt, final
+
+
 def run_torch(X: np.ndarray, y: np.ndarray, steps: int, compiled: bool) -> tuple[float, float]:
     import torch
 
@@ -286,6 +473,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--sizes", default="small,large")
+    ap.add_argument("--copies", action="store_true", help="also the split step with 8 and 128 weight copies")
     a = ap.parse_args()
     results: dict[str, Any] = {}
     for size in a.sizes.split(","):
@@ -294,24 +482,29 @@ def main() -> None:
         print(f"\n### {size}: {n} samples x {d} features, {a.steps} steps of SGD (lr {LR})\n")
         print("| implementation | us per step | final loss | vs PyTorch eager |\n|---|---|---|---|")
         rows: dict[str, tuple[float, float]] = {}
-        runners = {
-            "vyre, row-major X (value_and_grad_fn + update kernel, eager)": (run_vyre, (False, False)),
-            "vyre, row-major X, the step as a CUDA graph (vyre.graph)": (run_vyre, (True, False)),
-            "vyre, column-major X + weight replicas (eager)": (run_vyre, (False, True)),
-            "vyre, column-major X + weight replicas, CUDA graph": (run_vyre, (True, True)),
+        split = f"vyre split step ({SPLIT_REPLICAS} weight copies"
+        runners = {  # the headline and the peers first: a run cut short still has them
+            f"{split}, 4 kernels), eager": (run_split, (False,)),
+            f"{split}), CUDA graph": (run_split, (True,)),
             "PyTorch eager (autograd)": (run_torch, False),
-            "torch.compile (grad_and_value step, inductor)": (run_torch, True),
             "jax.jit (value_and_grad step)": (run_jax, None),
+            "torch.compile (grad_and_value step, inductor)": (run_torch, True),
+            "vyre, one fused kernel, column-major X + 128 weight copies, CUDA graph": (run_vyre, (True, True)),
+            "vyre, one fused kernel, row-major X, CUDA graph": (run_vyre, (True, False)),
+            **({f"vyre split step ({r} weight copies), CUDA graph": (run_split, (True, r)) for r in (8, 128)}
+               if n >= 1 << 16 and a.copies else {}),
         }
         for name, (fn, flag) in runners.items():
             try:
                 rows[name] = (fn(X, y, a.steps) if flag is None else
                               fn(X, y, a.steps, *flag) if isinstance(flag, tuple) else fn(X, y, a.steps, flag))
+                print(f"| {name} | {rows[name][0] * 1e6:.1f} | {rows[name][1]:.6f} | |", flush=True)
             except Exception as e:  # a peer that fails is reported, the rest still runs
-                print(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} | | |")
+                print(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} | | |", flush=True)
+        print("\nvs PyTorch eager:\n")
         base = rows.get("PyTorch eager (autograd)", (float("nan"), 0.0))[0]
-        for name, (dt, loss) in rows.items():
-            print(f"| {name} | {dt * 1e6:.1f} | {loss:.6f} | {base / dt:.2f}x |")
+        for name, (dt, _) in rows.items():
+            print(f"- {name}: {base / dt:.2f}x")
         losses = [loss for _, loss in rows.values()]
         spread = (max(losses) - min(losses)) / max(abs(min(losses)), 1e-12) if losses else float("nan")
         print(f"\nfinal losses agree within {spread:.2e} (relative)")
