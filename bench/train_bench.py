@@ -115,24 +115,35 @@ def sgd_replicas_program(reps: int) -> Any:
     ])
 
 
-SPLIT_REPLICAS = 32  # weight copies of the split step (see split_programs)
+SPLIT_REPLICAS = 32  # weight copies of the split step (SplitStep)
+SPLIT_ROWS = 8  # samples per invocation of its z program
 
 
-def z_program(n: int, reps: int) -> Any:
-    """``z[i] = XT[:, i] . W_r + B[r]`` over column-major ``XT[j * n + i]``, weight copy ``r = (i / 32)
-    mod reps`` (``W[r * d + j]``, ``B[r]``): the linear part of the model, the only program that reads X."""
+def z_program(n: int, reps: int, rows: int = 1) -> Any:
+    """``z[i] = XT[:, i] . W_r + B[r]`` over column-major ``XT[j * n + i]``. Invocation ``t`` computes
+    the ``rows`` rows ``t + k m`` (``m = ceil(n / rows)``: neighbouring invocations read neighbouring
+    addresses) with one load of each weight for all of them, so the backward adds one gradient term
+    per weight per invocation for ``rows`` samples: ``rows`` times fewer atomics. It uses weight copy
+    ``r = (t / 32) mod reps`` (``W[r * d + j]``, ``B[r]``). The only program of the step that reads X."""
     from vyre.ir import F32, Program, assign, buflen, gid, if_, let, loop, output, read, store, u32, var
 
     XT, W, B, z = read("XT", 0, F32), read("W", 1, F32), read("B", 2, F32), output("z", 3, F32)
-    i, j, acc, r, d = var("i"), var("j"), var("acc"), var("r"), var("d")
+    m = -(-n // rows)
+    t, j, r, d, wj, b = var("t"), var("j"), var("r"), var("d"), var("wj"), var("b")
+    acc = [var(f"acc{k}") for k in range(rows)]
+    row = [t + u32(k * m) for k in range(rows)]
     return Program.wrapped([XT, W, B, z], 256, [
-        let("i", gid()),
-        if_(i.lt(buflen(z)), [
+        let("t", gid()),
+        if_(t.lt(u32(m)), [
             let("d", buflen(W) // u32(reps)),
-            let("r", (i >> u32(5)) % u32(reps)),
-            let("acc", B[r]),
-            loop("j", u32(0), d, [assign("acc", acc + XT[j * buflen(z) + i] * W[r * d + j])]),
-            store(z, i, acc),
+            let("r", (t >> u32(5)) % u32(reps)),
+            let("b", B[r]),
+            *[let(f"acc{k}", b) for k in range(rows)],
+            loop("j", u32(0), d, [
+                let("wj", W[r * d + j]),
+                *[assign(f"acc{k}", acc[k] + XT[j * buflen(z) + row[k]] * wj) for k in range(rows)],
+            ]),
+            *[if_(row[k].lt(buflen(z)), [store(z, row[k], acc[k])]) for k in range(rows)],
         ]),
     ])
 
@@ -150,14 +161,29 @@ def z_loss_program(n: int) -> Any:
 
 
 def sgd_zeroing_program(reps: int) -> Any:
-    """Invocation ``j < d``: ``s = sum_r gW[r * d + j]``, then every copy ``W[r * d + j] -= lr * s`` and
-    ``gW[r * d + j] = 0`` (the next backward adds into zeros: no fill kernel); invocation ``d`` does the
-    same for ``B`` and ``gB``."""
-    from vyre.ir import F32, Program, assign, buflen, f32, gid, if_, let, loop, read_write, store, u32, var
+    """The update of the split step: every weight copy ``-= lr *`` the sum of the copies' gradients,
+    and the gradients zeroed for the next step's backward (no fill kernel). With 32 copies one
+    subgroup sums one weight's copies (invocation ``32 j + r``: weight ``j``, copy ``r``; ``j = d`` is
+    the bias); otherwise invocation ``j`` loops over the copies."""
+    from vyre.ir import (
+        F32, Program, assign, buflen, f32, gid, if_, let, loop, read_write, select, store, subgroup_reduce, u32, var,
+    )
 
     W, B, gW, gB = (read_write("W", 0, F32), read_write("B", 1, F32), read_write("gW", 2, F32),
                     read_write("gB", 3, F32))
-    k, s, r, d = var("k"), var("s"), var("r"), var("d")
+    k, s, r, d, j = var("k"), var("s"), var("r"), var("d"), var("j")
+    if reps == 32:
+        at = r * d + j
+        return Program.wrapped([W, B, gW, gB], 64, [
+            let("k", gid()),
+            let("j", k >> u32(5)),
+            let("r", k & u32(31)),
+            let("d", buflen(W) // u32(32)),
+            # every lane reaches the reduction; lanes past the bias add 0
+            let("s", subgroup_reduce("add", select(j.lt(d), gW[at], select(j.eq(d), gB[r], f32(0.0))))),
+            if_(j.lt(d), [store(W, at, W[at] - f32(LR) * s), store(gW, at, f32(0.0))]),
+            if_(j.eq(d), [store(B, r, B[r] - f32(LR) * s), store(gB, r, f32(0.0))]),
+        ])
     at = r * d + k
     return Program.wrapped([W, B, gW, gB], 64, [
         let("k", gid()),
@@ -191,13 +217,13 @@ class SplitStep:
     their kernels); every derivative is vyre's autodiff."""
 
     def __init__(self, X: np.ndarray, y: np.ndarray, xp: Any, reps: int = SPLIT_REPLICAS,
-                 backend: str | None = None) -> None:
+                 backend: str | None = None, rows: int = SPLIT_ROWS) -> None:
         from vyre.autodiff import grad, value_and_grad_fn
 
         n, d = X.shape
         self.reps, self.d, self.xp = reps, d, xp
         self.backend = backend or ("cuda" if xp is not np else "cpu")
-        self.zprog, self.lprog, self.upd = z_program(n, reps), z_loss_program(n), sgd_zeroing_program(reps)
+        self.zprog, self.lprog, self.upd = z_program(n, reps, rows), z_loss_program(n), sgd_zeroing_program(reps)
         self.zback = grad(self.zprog, ["z"], ["W", "B"], accumulate=True)
         self.vg = value_and_grad_fn(self.lprog, "out", ["z"], backend=self.backend)
         self.W, self.B = xp.zeros(reps * d, np.float32), xp.zeros(reps, np.float32)
@@ -208,8 +234,9 @@ class SplitStep:
         _, g = self.vg(self.largs)
         self.bargs = {**self.zargs, "grad_z": g["z"], "grad_W": self.gW, "grad_B": self.gB}
         self.uargs = {"W": self.W, "B": self.B, "gW": self.gW, "gB": self.gB}
-        self.ugrid = (d + 1 + 63) // 64
-        self.zgrid = -(-n // 256)  # the backward's default grid would follow its small outputs
+        self.ugrid = -(-(d + 1) * (32 if reps == 32 else 1) // 64)
+        m = -(-n // rows)  # invocations of the z program
+        self.zgrid = -(-m // 256)  # the backward's default grid would follow its small outputs
         self.gW[:] = 0
         self.gB[:] = 0
 
@@ -327,20 +354,20 @@ def run_vyre(X: np.ndarray, y: np.ndarray, steps: int, graph: bool, replicated: 
     return dt, final
 
 
-def run_split(X: np.ndarray, y: np.ndarray, steps: int, graph: bool, reps: int = SPLIT_REPLICAS
-              ) -> tuple[float, float]:
+def run_split(X: np.ndarray, y: np.ndarray, steps: int, graph: bool, reps: int = SPLIT_REPLICAS,
+              rows: int = SPLIT_ROWS) -> tuple[float, float]:
     import cupy as cp
 
     import vyre
 
     n, d = X.shape
-    step = SplitStep(X, y, cp, reps)
+    step = SplitStep(X, y, cp, reps, rows=rows)
     for _ in range(5):  # compile, tune, pin the cached launches
         step()
     step.W.fill(0)
     step.B.fill(0)
     cp.cuda.Device().synchronize()
-    if not graph and n >= 1 << 16 and reps == SPLIT_REPLICAS:  # where the time goes
+    if not graph and n >= 1 << 16:  # where the time goes
         def dev_ms(fn: Any) -> float:
             a, b = cp.cuda.Event(), cp.cuda.Event()
             fn()
@@ -359,7 +386,8 @@ def run_split(X: np.ndarray, y: np.ndarray, steps: int, graph: bool, reps: int =
             "update + zero": lambda: vyre.dispatch(step.upd, step.uargs, backend=bk, grid=step.ugrid),
         }
         times = {k: dev_ms(f) for k, f in parts.items()}
-        NOTES.append(f"vyre split step ({reps} weight copies) device time per kernel at {n} x {d}: "
+        NOTES.append(f"vyre split step ({reps} weight copies, {rows} rows per invocation) device time per kernel "
+                     f"at {n} x {d}: "
                      + ", ".join(f"{k} {v:.3f} ms" for k, v in times.items()))
         step.W[:] = w0
         step.B[:] = b0
@@ -473,7 +501,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--sizes", default="small,large")
-    ap.add_argument("--copies", action="store_true", help="also the split step with 8 and 128 weight copies")
+    ap.add_argument("--variants", action="store_true",
+                    help="also the split step with other weight copies and rows per invocation")
+    ap.add_argument("--fused", action="store_true", help="also one fused value-and-gradient kernel per step")
     a = ap.parse_args()
     results: dict[str, Any] = {}
     for size in a.sizes.split(","):
@@ -482,18 +512,23 @@ def main() -> None:
         print(f"\n### {size}: {n} samples x {d} features, {a.steps} steps of SGD (lr {LR})\n")
         print("| implementation | us per step | final loss | vs PyTorch eager |\n|---|---|---|---|")
         rows: dict[str, tuple[float, float]] = {}
-        split = f"vyre split step ({SPLIT_REPLICAS} weight copies"
+        split = f"vyre split step ({SPLIT_REPLICAS} weight copies, {SPLIT_ROWS} rows per invocation"
         runners = {  # the headline and the peers first: a run cut short still has them
-            f"{split}, 4 kernels), eager": (run_split, (False,)),
+            f"{split}), eager": (run_split, (False,)),
             f"{split}), CUDA graph": (run_split, (True,)),
             "PyTorch eager (autograd)": (run_torch, False),
             "jax.jit (value_and_grad step)": (run_jax, None),
             "torch.compile (grad_and_value step, inductor)": (run_torch, True),
-            "vyre, one fused kernel, column-major X + 128 weight copies, CUDA graph": (run_vyre, (True, True)),
-            "vyre, one fused kernel, row-major X, CUDA graph": (run_vyre, (True, False)),
-            **({f"vyre split step ({r} weight copies), CUDA graph": (run_split, (True, r)) for r in (8, 128)}
-               if n >= 1 << 16 and a.copies else {}),
         }
+        if a.variants:  # what the choices above rest on
+            runners.update({
+                f"vyre split step ({c} weight copies, {r} rows per invocation), CUDA graph": (run_split, (True, c, r))
+                for c, r in ((32, 1), (32, 4), (32, 16), (128, 8))})
+        if a.fused:
+            runners.update({
+                "vyre, one fused kernel, column-major X + 128 weight copies, CUDA graph": (run_vyre, (True, True)),
+                "vyre, one fused kernel, row-major X, CUDA graph": (run_vyre, (True, False)),
+            })
         for name, (fn, flag) in runners.items():
             try:
                 rows[name] = (fn(X, y, a.steps) if flag is None else

@@ -46,11 +46,11 @@ def _numpy_sgd(X: np.ndarray, y: np.ndarray, steps: int) -> tuple[float, np.ndar
     return ref, w, b
 
 
-@pytest.mark.parametrize("reps", [1, 4, 32])
-def test_split_step_trains_like_numpy(reps: int) -> None:
-    X, y = tb.data(1024, 16)
+@pytest.mark.parametrize(("reps", "rows"), [(1, 1), (4, 3), (32, 8)])
+def test_split_step_trains_like_numpy(reps: int, rows: int) -> None:
+    X, y = tb.data(1000, 16)  # 1000 = 3 * 334 - 2: the last invocation has rows past the end
     ref, w, b = _numpy_sgd(X, y, 20)
-    step = tb.SplitStep(X, y, np, reps, backend="cpu")
+    step = tb.SplitStep(X, y, np, reps, backend="cpu", rows=rows)
     for _ in range(20):
         loss = step()
     assert loss == pytest.approx(ref, rel=1e-6)
@@ -66,11 +66,27 @@ def test_split_step_programs_have_the_finite_difference_gradients() -> None:
     from vyre.autodiff import check_grad
 
     rng = np.random.default_rng(1)
-    n, d, reps = 96, 5, 3
+    n, d, reps = 97, 5, 3
     X = rng.standard_normal((n, d)).astype(np.float32)
     zargs = {"XT": np.ascontiguousarray(X.T).reshape(-1), "W": rng.standard_normal(reps * d).astype(np.float32),
              "B": rng.standard_normal(reps).astype(np.float32), "z": np.zeros(n, np.float32)}
-    check_grad(tb.z_program(n, reps), zargs, ["W", "B"], backend="cpu")
+    for rows in (1, 4):
+        check_grad(tb.z_program(n, reps, rows), zargs, ["W", "B"], backend="cpu")
     largs = {"z": rng.standard_normal(n).astype(np.float32), "y": (rng.random(n) > 0.5).astype(np.float32),
              "out": np.zeros(n, np.float32)}
     check_grad(tb.z_loss_program(n), largs, ["z"], backend="cpu")
+
+
+@pytest.mark.parametrize("reps", [5, 32])
+def test_the_update_sums_the_copies_updates_every_copy_and_zeroes_the_gradients(reps: int) -> None:
+    rng = np.random.default_rng(2)
+    d = 7
+    W, B = rng.standard_normal(reps * d).astype(np.float32), rng.standard_normal(reps).astype(np.float32)
+    gW, gB = rng.standard_normal(reps * d).astype(np.float32), rng.standard_normal(reps).astype(np.float32)
+    want_W = W - tb.LR * np.tile(gW.reshape(reps, d).sum(0, dtype=np.float64), reps)
+    want_B = B - tb.LR * gB.sum(dtype=np.float64)
+    grid = -(-(d + 1) * (32 if reps == 32 else 1) // 64)
+    vyre.dispatch(tb.sgd_zeroing_program(reps), {"W": W, "B": B, "gW": gW, "gB": gB}, backend="cpu", grid=grid)
+    np.testing.assert_allclose(W, want_W, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(B, want_B, rtol=1e-5, atol=1e-5)
+    assert not gW.any() and not gB.any()
