@@ -8,7 +8,7 @@ reduction where it has more than one partial), when called again over the very s
 
 Per call on device arrays, once a call has taken the kernel's cached launch, the handle keeps its
 own copy of that launch (:meth:`~vyre.driver.fast_launch.FastLaunch.clone`): a call over the same
-arrays checks their identity (and, for PyTorch tensors, their storage), and launches; no dict is
+arrays checks their identity (and, for PyTorch tensors, their storage), and launches; no argument dict is
 built, no dispatch lookup runs. Where the loss is one partial (up to 8192 outputs), the kernel adds
 it straight into a new device scalar taken from a zero-filled pool (:class:`~vyre.driver.arrays.ScalarPool`),
 so there is no fill, copy or allocation for it either.
