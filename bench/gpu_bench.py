@@ -708,6 +708,105 @@ def host_overhead():
     RESULTS["host_overhead"] = {**_handle_numbers(fused_chain()), "dispatch_us": _torch_dispatch_numbers()}
 
 
+def _graph_numbers() -> dict[str, float]:
+    """A CUDA graph of a small step (fused value+grad by the handle, momentum, update) and of a matvec
+    handle whose gradient is accumulated by atomics: replay == eager, host and device time."""
+    import cupy as cp
+
+    import vyre
+    from vyre.autodiff import value_and_grad_fn
+    from vyre.examples import fused_chain, matvec
+    from vyre.ir import F32, Program, buflen, gid, if_, let, read, read_write, store, var
+
+    prog = fused_chain()
+    close = _close
+    # a small SGD-with-momentum step of 3 kernels (fused value+grad, momentum, update) and the loss
+    # partials' zero fill, captured and replayed
+    i = var("i")
+    n = 1024
+    x = cp.random.standard_normal(n, dtype=cp.float32)
+    y = cp.random.standard_normal(n, dtype=cp.float32)
+    sargs = {"x": x, "y": y, "out": cp.zeros(n, cp.float32)}
+    vg = value_and_grad_fn(prog, "out", ["x", "y"], backend="cuda")
+    _, g = vg(sargs)
+    mx, my = cp.zeros(n, cp.float32), cp.zeros(n, cp.float32)
+    m1, m2, g1, g2 = read_write("m1", 0, F32), read_write("m2", 1, F32), read("g1", 2, F32), read("g2", 3, F32)
+    mom = Program.wrapped([m1, m2, g1, g2], 256, [let("i", gid()), if_(i.lt(buflen(m1)), [
+        store(m1, i, m1[i] * 0.9 + g1[i]), store(m2, i, m2[i] * 0.9 + g2[i])])])
+    p1, p2, n1, n2 = read_write("p1", 0, F32), read_write("p2", 1, F32), read("n1", 2, F32), read("n2", 3, F32)
+    upd = Program.wrapped([p1, p2, n1, n2], 256, [let("i", gid()), if_(i.lt(buflen(p1)), [
+        store(p1, i, p1[i] - n1[i] * 1e-4), store(p2, i, p2[i] - n2[i] * 1e-4)])])
+    margs = {"m1": mx, "m2": my, "g1": g["x"], "g2": g["y"]}
+    uargs = {"p1": x, "p2": y, "n1": mx, "n2": my}
+
+    def eager_step():
+        loss, _ = vg(sargs)
+        vyre.dispatch(mom, margs, backend="cuda")
+        vyre.dispatch(upd, uargs, backend="cuda")
+        return loss
+
+    for _ in range(3):
+        eager_step()
+    x0, y0, mx0, my0 = x.copy(), y.copy(), mx.copy(), my.copy()
+    with vyre.graph.capture() as gr:
+        parts, _ = vg(sargs)
+        vyre.dispatch(mom, margs, backend="cuda")
+        vyre.dispatch(upd, uargs, backend="cuda")
+    cp.cuda.Device().synchronize()
+    assert bool((x == x0).all()), "capture ran something"
+    for _ in range(10):
+        gr.replay()
+    cp.cuda.Device().synchronize()
+    x_graph, loss_graph = x.copy(), float(parts.sum())
+    x[:], y[:], mx[:], my[:] = x0, y0, mx0, my0
+    for _ in range(10):
+        loss_eager = eager_step()
+    cp.cuda.Device().synchronize()
+    assert close(x_graph, x, 1e-6) and abs(loss_graph - float(loss_eager)) <= 1e-6 * abs(loss_graph), \
+        "graph replay differs from eager steps"
+
+    def enqueue_time(fn, reps=200, rounds=20):  # host time to issue one step, the GPU queue kept short
+        ts = []
+        for _ in range(rounds):
+            cp.cuda.Device().synchronize()
+            t = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            ts.append((time.perf_counter() - t) / reps)
+        cp.cuda.Device().synchronize()
+        return statistics.median(ts)
+
+    h_graph = enqueue_time(gr.replay)
+    h_eager = enqueue_time(eager_step)
+    d_graph = cuda_time(gr.replay, per_sample=20)
+    d_eager = cuda_time(eager_step, per_sample=20)
+    print(f"CUDA graph of a 3-kernel step at 2^10 (fused value+grad, momentum, update; plus the loss partials' "
+          f"zero fill; {gr.kernels} graph nodes): replay {h_graph * 1e6:.2f} us host ({h_graph * 1e6 / 3:.2f} us per "
+          f"kernel), {d_graph * 1e6:.2f} us device per step; eagerly {h_eager * 1e6:.2f} us host, "
+          f"{d_eager * 1e6:.2f} us device; replay == eager")
+    # gradients accumulated by atomics (matvec's shared vector) need their zero fill inside the graph too
+    mv = value_and_grad_fn(matvec(), "out", ["v"], backend="cuda")
+    mm = cp.random.standard_normal(256 * 64, dtype=cp.float32)
+    vv = cp.random.standard_normal(64, dtype=cp.float32)
+    mvargs = {"m": mm, "v": vv, "out": cp.zeros(256, cp.float32)}
+    _, gm = mv(mvargs)
+    ref_v = gm["v"].copy()
+    with vyre.graph.capture() as gm_graph:
+        mv(mvargs)
+    for _ in range(3):
+        gm_graph.replay()
+    cp.cuda.Device().synchronize()
+    assert close(gm["v"], ref_v, 1e-5), "the graph accumulated the matvec gradient without its zero fill"
+    return {"replay_host_us": h_graph * 1e6, "eager_host_us": h_eager * 1e6, "nodes": gr.kernels,
+            "replay_device_us": d_graph * 1e6, "eager_device_us": d_eager * 1e6}
+
+
+@section
+def graph_step():
+    """CUDA graphs: a 3-kernel step with the value_and_grad handle, and an atomics-accumulated gradient"""
+    RESULTS["graph_step"] = _graph_numbers()
+
+
 @section
 def device_runners():
     """Gradients on the device: runners on CuPy / PyTorch / JAX arrays, the value_and_grad handle, PyTorch
@@ -718,9 +817,8 @@ def device_runners():
     import vyre
     import vyre.torch as vt
     from vyre.autodiff import check_grad, hvp, jvp, promote_f64, run_forward, value_and_grad
-    from vyre.autodiff import value_and_grad_fn, vjp
-    from vyre.examples import fused_chain, matvec
-    from vyre.ir import F32, Program, buflen, gid, if_, let, read, store, var
+    from vyre.autodiff import vjp
+    from vyre.examples import fused_chain
 
     res: dict[str, object] = {}
     prog = fused_chain()
@@ -810,87 +908,7 @@ def device_runners():
           f"{tcall * 1e6:.1f} us host")
     res["torch_function"] = {"graph_breaks": ex.graph_break_count, "call_us": tcall * 1e6}
 
-    # 5. CUDA graphs: a small SGD-with-momentum step of 3 kernels (fused value+grad, momentum, update) and
-    # the loss partials' zero fill, captured and replayed
-    from vyre.ir import read_write
-
-    i = var("i")
-    n = 1024
-    x = cp.random.standard_normal(n, dtype=cp.float32)
-    y = cp.random.standard_normal(n, dtype=cp.float32)
-    sargs = {"x": x, "y": y, "out": cp.zeros(n, cp.float32)}
-    vg = value_and_grad_fn(prog, "out", ["x", "y"], backend="cuda")
-    _, g = vg(sargs)
-    mx, my = cp.zeros(n, cp.float32), cp.zeros(n, cp.float32)
-    m1, m2, g1, g2 = read_write("m1", 0, F32), read_write("m2", 1, F32), read("g1", 2, F32), read("g2", 3, F32)
-    mom = Program.wrapped([m1, m2, g1, g2], 256, [let("i", gid()), if_(i.lt(buflen(m1)), [
-        store(m1, i, m1[i] * 0.9 + g1[i]), store(m2, i, m2[i] * 0.9 + g2[i])])])
-    p1, p2, n1, n2 = read_write("p1", 0, F32), read_write("p2", 1, F32), read("n1", 2, F32), read("n2", 3, F32)
-    upd = Program.wrapped([p1, p2, n1, n2], 256, [let("i", gid()), if_(i.lt(buflen(p1)), [
-        store(p1, i, p1[i] - n1[i] * 1e-4), store(p2, i, p2[i] - n2[i] * 1e-4)])])
-    margs = {"m1": mx, "m2": my, "g1": g["x"], "g2": g["y"]}
-    uargs = {"p1": x, "p2": y, "n1": mx, "n2": my}
-
-    def eager_step():
-        loss, _ = vg(sargs)
-        vyre.dispatch(mom, margs, backend="cuda")
-        vyre.dispatch(upd, uargs, backend="cuda")
-        return loss
-
-    for _ in range(3):
-        eager_step()
-    x0, y0, mx0, my0 = x.copy(), y.copy(), mx.copy(), my.copy()
-    with vyre.graph.capture() as gr:
-        parts, _ = vg(sargs)
-        vyre.dispatch(mom, margs, backend="cuda")
-        vyre.dispatch(upd, uargs, backend="cuda")
-    cp.cuda.Device().synchronize()
-    assert bool((x == x0).all()), "capture ran something"
-    for _ in range(10):
-        gr.replay()
-    cp.cuda.Device().synchronize()
-    x_graph, loss_graph = x.copy(), float(parts.sum())
-    x[:], y[:], mx[:], my[:] = x0, y0, mx0, my0
-    for _ in range(10):
-        loss_eager = eager_step()
-    cp.cuda.Device().synchronize()
-    assert close(x_graph, x, 1e-6) and abs(loss_graph - float(loss_eager)) <= 1e-6 * abs(loss_graph), \
-        "graph replay differs from eager steps"
-
-    def enqueue_time(fn, reps=200, rounds=20):  # host time to issue one step, the GPU queue kept short
-        ts = []
-        for _ in range(rounds):
-            cp.cuda.Device().synchronize()
-            t = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            ts.append((time.perf_counter() - t) / reps)
-        cp.cuda.Device().synchronize()
-        return statistics.median(ts)
-
-    h_graph = enqueue_time(gr.replay)
-    h_eager = enqueue_time(eager_step)
-    d_graph = cuda_time(gr.replay, per_sample=20)
-    d_eager = cuda_time(eager_step, per_sample=20)
-    print(f"CUDA graph of a 3-kernel step at 2^10 (fused value+grad, momentum, update; plus the loss partials' "
-          f"zero fill; {gr.kernels} graph nodes): replay {h_graph * 1e6:.2f} us host ({h_graph * 1e6 / 3:.2f} us per "
-          f"kernel), {d_graph * 1e6:.2f} us device per step; eagerly {h_eager * 1e6:.2f} us host, "
-          f"{d_eager * 1e6:.2f} us device; replay == eager")
-    # gradients accumulated by atomics (matvec's shared vector) need their zero fill inside the graph too
-    mv = value_and_grad_fn(matvec(), "out", ["v"], backend="cuda")
-    mm = cp.random.standard_normal(256 * 64, dtype=cp.float32)
-    vv = cp.random.standard_normal(64, dtype=cp.float32)
-    mvargs = {"m": mm, "v": vv, "out": cp.zeros(256, cp.float32)}
-    _, gm = mv(mvargs)
-    ref_v = gm["v"].copy()
-    with vyre.graph.capture() as gm_graph:
-        mv(mvargs)
-    for _ in range(3):
-        gm_graph.replay()
-    cp.cuda.Device().synchronize()
-    assert close(gm["v"], ref_v, 1e-5), "the graph accumulated the matvec gradient without its zero fill"
-    res["graph"] = {"replay_host_us": h_graph * 1e6, "eager_host_us": h_eager * 1e6, "nodes": gr.kernels,
-                    "replay_device_us": d_graph * 1e6, "eager_device_us": d_eager * 1e6}
+    res["graph"] = _graph_numbers()
     RESULTS["device_runners"] = res
 
 
