@@ -219,19 +219,13 @@ class CudaBackend:
                 "NVIDIA GPU and numba-cuda installed (pip install 'vyre[cuda]')")
 
     def target_parts(self) -> list[str]:
-        from .cuda_launch import compute_capability
+        from .cuda_launch import compute_capability  # through the driver: no numba on a cache hit
 
         return [f"cc={compute_capability()}"]
 
     def build(self, program: Program, key: str, parts: list[str | bytes], *, parallel: bool,
               disk_cache: bool) -> Built:
-        from ..codegen.cuda import emit_cuda
-
         sim = self.simulator
-
-        def emit() -> str:
-            return emit_cuda(program, cache=disk_cache and not sim, simulator=sim)
-
         bkey = None
         if not sim and disk_cache and read_settings().binary_cache:
             from . import cuda_binary
@@ -243,9 +237,24 @@ class CudaBackend:
                                     f"cuda-binary={cuda_binary.CUDA_BINARY_VERSION}")
             found = cuda_binary.load(bkey)
             if found is not None:
-                return Built(found[0], found[1], True, None, emit=emit)
-        source = emit()
-        mod, hit = cache.load_module(self.name, key, source, use_disk=disk_cache and not sim)
+                fn = found[0]
+                # a cubin the driver refuses is deleted and the program compiled here instead
+                fn.rebuild = functools.partial(self._compile, program, key, bkey, disk_cache)
+                return Built(fn, found[1], True, None, emit=functools.partial(self._emit, program, disk_cache))
+        return self._compile(program, key, bkey, disk_cache)
+
+    def _emit(self, program: Program, disk_cache: bool) -> str:
+        from ..codegen.cuda import emit_cuda
+
+        return emit_cuda(program, cache=disk_cache and not self.simulator, simulator=self.simulator)
+
+    def _compile(self, program: Program, key: str, bkey: str | None, disk_cache: bool) -> Built:
+        """Generate the source and load it through numba (which compiles at the first launch);
+        ``bkey``: the binary entry its cubin is saved under after that launch."""
+        if not self.simulator:
+            _check_toolchain()
+        source = self._emit(program, disk_cache)
+        mod, hit = cache.load_module(self.name, key, source, use_disk=disk_cache and not self.simulator)
         fn = mod.vyre_kernel
         flat = bool(mod.VYRE_FLAT)
         save = None
@@ -270,6 +279,22 @@ class CudaBackend:
         from .cuda_launch import launch_cuda
 
         return launch_cuda(kernel, inputs, grid, return_device, device, strict, tune)
+
+
+@functools.cache
+def _toolchain_missing() -> str | None:
+    from numba import cuda
+
+    return None if cuda.is_available() else "numba-cuda finds the GPU but not NVVM, its compiler"
+
+
+def _check_toolchain() -> None:
+    """Compiling needs numba's CUDA toolchain (NVVM); availability (vyre/driver/backends.py) only
+    asks the driver, which is all a kernel from the binary cache needs."""
+    why = _toolchain_missing()
+    if why is not None:
+        raise DispatchError(f"backend 'cuda' cannot compile this kernel: {why}. Fix: pip install 'vyre[cuda]' "
+                            "(numba-cuda with its NVVM), or use backend='cpu'")
 
 
 class CudaSimBackend(CudaBackend):

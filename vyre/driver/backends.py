@@ -17,15 +17,19 @@ def simulator_enabled() -> bool:
 
 @functools.cache
 def cuda_available() -> bool:
-    """A real GPU is usable (not the simulator)."""
+    """A real GPU is usable (not the simulator): numba-cuda is installed and the driver (asked
+    through ctypes, vyre/driver/cuda_driver.py, without importing numba: a process whose kernels
+    come from the binary cache never needs it) sees a GPU. NVVM, which only compiling needs, is
+    checked when a kernel is compiled."""
     if simulator_enabled():
         return False
-    try:
-        from numba import cuda
+    import importlib.util
 
-        return bool(cuda.is_available())
-    except Exception:  # numba-cuda missing or driver broken: no GPU for us
+    if importlib.util.find_spec("numba_cuda") is None:
         return False
+    from .cuda_driver import probe
+
+    return probe()
 
 
 def default_backend() -> str:

@@ -4,11 +4,13 @@ numba compiles a CUDA kernel at its first launch (NVVM to PTX, then the driver's
 about 0.5 s on an H100). After that launch :func:`save` writes the linked cubin and the kernel's
 entry symbol to the binary cache (vyre/driver/binary_cache.py) under a key that covers the
 program, the compute capability and the toolchain. A later ``compile`` that finds it gets a
-:class:`CubinKernel`: the cubin is loaded into numba's context of the current device (the driver's
-``cuLibraryLoadData``, through numba-cuda's module loader) and launched through the driver API
-with numba's kernel ABI (vyre/driver/fast_launch.py: per array meminfo, parent, nitems, itemsize,
-data, shape, stride, then the scalars), so the checked launch path and the cached launch path
-run it exactly as they run numba's own kernel.
+:class:`CubinKernel`: the cubin is loaded through the driver API alone (vyre/driver/cuda_driver.py:
+``cuModuleLoadData`` into the device's primary context, the one numba, CuPy and PyTorch share) and
+launched with numba's kernel ABI (vyre/driver/fast_launch.py: per array meminfo, parent, nitems,
+itemsize, data, shape, stride, then the scalars), so the checked launch path, the cached launch
+path and the launch without numba (vyre/driver/cuda_direct.py) run it exactly as they run
+numba's own kernel. A cubin the driver refuses is deleted and the program compiled again
+(:func:`ensure_loadable`), never used.
 
 Kernels that need numba's per-module setup (its CUDA runtime, cooperative launches) are not kept.
 """
@@ -75,56 +77,56 @@ def _stream_handle(stream: Any) -> int:
     return int(h or 0)
 
 
+class CubinLoadError(DispatchError):
+    """A cached cubin the driver would not load (another GPU or driver than its key says, or a
+    damaged image that passed the digest): its entry is deleted and the kernel compiled again."""
+
+
 class CubinKernel:
     """A cached CUDA kernel, used where numba's dispatcher was: ``k[griddim, blockdim](*args)`` or
     ``k[griddim, blockdim, stream](*args)`` with numba device arrays (or anything with
-    ``__cuda_array_interface__``) and int scalars, in the compiled order."""
+    ``__cuda_array_interface__``) and int scalars, in the compiled order.
+
+    The cubin is loaded through the driver directly (vyre/driver/cuda_driver.py) into the context
+    current on the calling thread: the device's primary context, which numba, CuPy and PyTorch
+    share, so the same ``CUfunction`` serves numba's launch path and the one without numba.
+    ``rebuild`` (set by the backend) compiles the program afresh when the cubin cannot be loaded."""
 
     def __init__(self, cubin: bytes, entry: str, key: str, object_code: bool = False) -> None:
         self.cubin = cubin
-        self.object_code = object_code  # numba-cuda loads cuda.core ObjectCode, not bytes
+        self.object_code = object_code  # how numba-cuda handed it out; the driver takes the bytes either way
         self.entry = entry
         self.key = key
-        self._functions: dict[int, tuple[Any, int]] = {}  # device id -> (numba's function, CUfunction)
+        self._functions: dict[int, tuple[int, int]] = {}  # context -> (CUmodule, CUfunction), kept loaded
         self._lock = threading.Lock()
-
-    def function(self) -> tuple[Any, int]:
-        """numba's function object (keeps the module loaded) and the ``CUfunction`` handle on the
-        current device, loading the cubin there on first use."""
-        from numba.cuda.cudadrv import devices
-
-        ctx = devices.get_context()
-        dev = ctx.device.id
-        got = self._functions.get(dev)
-        if got is not None:
-            return got
-        with self._lock:
-            got = self._functions.get(dev)
-            if got is None:
-                try:
-                    image: Any = self.cubin
-                    if self.object_code:
-                        from cuda.core import ObjectCode
-
-                        image = ObjectCode.from_cubin(self.cubin)
-                    module = ctx.create_module_image(image)
-                    fn = module.get_function(self.entry)
-                    from cuda.bindings import driver as cu
-
-                    err, func = cu.cuKernelGetFunction(fn.handle)
-                    if int(err) != 0:
-                        raise RuntimeError(f"cuKernelGetFunction: {err}")
-                except Exception as e:
-                    binary_cache.discard("cuda", self.key)
-                    raise DispatchError(f"the cached CUDA kernel {self.key} could not be loaded ({e}); it was "
-                                        "deleted. Fix: dispatch again (it is compiled afresh)") from e
-                got = (fn, int(func))
-                self._functions[dev] = got
-        return got
+        self.rebuild: Callable[[], Any] | None = None
 
     def handle(self) -> int:
-        """The ``CUfunction`` on the current device (what the cached launch calls)."""
-        return self.function()[1]
+        """The ``CUfunction`` in this thread's current context (the primary context of device 0 is
+        made current when there is none), loading the cubin there on first use. A cubin the
+        driver refuses raises :class:`CubinLoadError` after deleting its entry."""
+        from .cuda_driver import driver
+
+        drv = driver()
+        ctx = drv.current_context()
+        got = self._functions.get(ctx) if ctx else None
+        if got is not None:
+            return got[1]
+        with self._lock:
+            if not ctx:
+                drv.thread_device()
+                ctx = drv.current_context()
+            got = self._functions.get(ctx)
+            if got is None:
+                try:
+                    module = drv.load_module(self.cubin)
+                    got = (module, drv.module_function(module, self.entry))
+                except DispatchError as e:
+                    binary_cache.discard("cuda", self.key)
+                    raise CubinLoadError(f"the cached CUDA kernel {self.key} could not be loaded ({e}); its entry "
+                                         "was deleted. Fix: dispatch again (it is compiled afresh)") from e
+                self._functions[ctx] = got
+        return got[1]
 
     def __getitem__(self, config: tuple[Any, ...]) -> Callable[..., None]:
         griddim, blockdim = config[0], config[1]
@@ -166,3 +168,20 @@ def _dims(d: Any) -> tuple[int, int, int]:
     t = (d,) if isinstance(d, int) else tuple(d)
     x, y, z = (*(int(v) for v in t), 1, 1)[:3]
     return x, y, z
+
+
+def ensure_loadable(kernel: Any) -> None:
+    """Load ``kernel``'s cubin (a :class:`CubinKernel`) in this thread's context now; when the
+    driver refuses it, its entry is already deleted and the kernel is compiled afresh through
+    the cubin's ``rebuild`` (numba's path, which saves a new entry after its first launch)."""
+    fn = getattr(kernel, "_fn", None)
+    if not isinstance(fn, CubinKernel):
+        return
+    try:
+        fn.handle()
+    except CubinLoadError:
+        if fn.rebuild is None:
+            raise
+        built = fn.rebuild()
+        kernel._fn, kernel._source, kernel._save_binary = built.fn, built.source, built.save_binary
+        kernel.cache_hit = False

@@ -16,6 +16,8 @@ from .bind import (
 )
 from .devices import current_device, inputs_device, on_device
 from .coverage import check_id_lengths
+from .cuda_binary import ensure_loadable
+from .cuda_direct import check_device_array, launch_direct
 from .dlpack import DL_CPU, check_not_traced, device_view, dlpack_device, is_dlpack, is_immutable
 from .fast_launch import CAPTURE, launch_stream, make_fast_launch
 from .geometry import check_ids_fit, flat_invocations, grid3
@@ -26,10 +28,12 @@ if TYPE_CHECKING:
 
 
 def compute_capability() -> str:
-    from numba import cuda
+    """The compute capability of this thread's current device, ``"9.0"`` (asked of the driver:
+    kernel keys are computed before anything needs numba)."""
+    from .cuda_driver import driver
 
-    dev = cuda.get_current_device()
-    return "{}.{}".format(*dev.compute_capability)
+    drv = driver()
+    return "{}.{}".format(*drv.compute_capability(drv.current_device()))
 
 
 def _device_view(decl: BufferDecl, obj: Any, legacy_launch: bool = False) -> Any:
@@ -41,30 +45,7 @@ def _device_view(decl: BufferDecl, obj: Any, legacy_launch: bool = False) -> Any
     time instead of several GPUs at once)."""
     from numba import cuda
 
-    cai = obj.__cuda_array_interface__
-    dt = np.dtype(cai["typestr"])
-    if dt != decl.element.np_dtype:
-        raise DispatchError(
-            f"buffer {decl.name!r} has dtype {dt}, expected {decl.element.np_dtype}. "
-            "Fix: convert it on the device before dispatching"
-        )
-    shape = tuple(cai["shape"])
-    n = int(np.prod(shape)) if shape else 1
-    strides = cai.get("strides")
-    if strides is not None and n > 1:
-        expect = []
-        acc = dt.itemsize
-        for s in reversed(shape):
-            expect.append(acc)
-            acc *= s
-        if tuple(strides) != tuple(reversed(expect)):
-            raise DispatchError(f"device buffer {decl.name!r} is not C-contiguous. Fix: pass a contiguous copy")
-    if decl.count and n != decl.count:
-        raise DispatchError(f"buffer {decl.name!r} has {n} elements, the program declares {decl.count}. "
-                            "Fix: pass an array of the declared length")
-    if decl.access.writable and cai["data"][1]:
-        raise DispatchError(f"buffer {decl.name!r} is written by the program but the device array is "
-                            "read-only. Fix: pass a writable array")
+    cai, n = check_device_array(decl, obj)
     ordered = legacy_launch and cai.get("stream") in (None, 1, 2)
     arr = cuda.as_cuda_array(obj, sync=not ordered)
     return arr.reshape(n) if arr.ndim != 1 else arr
@@ -135,7 +116,13 @@ def launch_cuda(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
             # another GPU than this thread's: its context, the checked path (the cached launch
             # serves the current device only)
             with on_device(dev):
+                ensure_loadable(kernel)
                 return _launch_checked(kernel, inputs, grid, return_device, pin=False, strict=strict, tune=tune)
+        ensure_loadable(kernel)  # a cubin the driver refuses: compiled afresh here, never used
+        # a cached cubin over device arrays (or numpy): the driver alone, numba not needed
+        out = launch_direct(kernel, inputs, grid, return_device, strict, tune)
+        if out is not None:
+            return out
     return _launch_checked(kernel, inputs, grid, return_device, pin=True, strict=strict, tune=tune)
 
 

@@ -23,14 +23,12 @@ from .geometry import is_int
 
 def pointer_device(ptr: int) -> int | None:
     """The ordinal of the device that owns device pointer ``ptr`` (None when the driver cannot say)."""
-    try:
-        from cuda.bindings import driver as cu
+    from .cuda_driver import driver
 
-        attr = cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-        err, ordinal = cu.cuPointerGetAttribute(attr, ptr)
-    except Exception:  # no bindings or no driver: the caller falls back to the current device
+    try:
+        return driver().pointer_device(ptr)
+    except Exception:  # no driver: the caller falls back to the current device
         return None
-    return int(ordinal) if int(err) == 0 else None
 
 
 def array_device(obj: Any) -> int | None:
@@ -72,10 +70,12 @@ def inputs_device(inputs: Mapping[str, Any], device: int | None = None) -> int |
 
 
 def current_device() -> int:
-    """The ordinal of the calling thread's current CUDA device (numba's context)."""
-    from numba import cuda
+    """The ordinal of the calling thread's current CUDA device: its current context's (numba's,
+    CuPy's and PyTorch's are the primary contexts), else 0, the one numba would make current.
+    Asked of the driver (vyre/driver/cuda_driver.py), without numba."""
+    from .cuda_driver import driver
 
-    return int(cuda.get_current_device().id)
+    return driver().current_device()
 
 
 @contextmanager

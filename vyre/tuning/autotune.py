@@ -160,18 +160,17 @@ def adapter_fingerprint(backend: str) -> str:
         case "cpu":
             return f"cpu {_cpu_model()} {platform.machine()} x{_usable_cores()}"
         case "cuda":
-            from numba import cuda
+            # the driver's answers (vyre/driver/cuda_driver.py), as numba gave them: no numba import
+            from ..driver.cuda_driver import driver
 
-            dev = cuda.get_current_device()
-            name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+            drv = driver()
+            dev = drv.current_device()
             try:
-                from numba.cuda.cudadrv.driver import driver
-
-                ver = ".".join(str(v) for v in driver.get_version())
-            except Exception:  # an old or odd driver binding: the rest still identifies the GPU
+                ver = ".".join(str(v) for v in drv.version())
+            except Exception:  # an old or odd driver: the rest still identifies the GPU
                 ver = "?"
-            cc = "{}.{}".format(*dev.compute_capability)
-            return f"cuda {name} sm {cc} driver {ver}"
+            cc = "{}.{}".format(*drv.compute_capability(dev))
+            return f"cuda {drv.name(dev)} sm {cc} driver {ver}"
         case "cudasim":
             return "cudasim numba simulator"
         case _:
