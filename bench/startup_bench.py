@@ -7,7 +7,12 @@ Every fresh-process number is the median of ``--runs`` processes, with the tuner
 process's own work on a loaded machine). Prints a markdown table (machine, date, commit);
 ``--record`` appends it to BENCHMARKS.md.
 
-    python bench/startup_bench.py [--backend cpu|cuda] [--runs 5] [--record]
+On CUDA the warm start is measured with numpy arrays (the first dispatch makes the CUDA context),
+with the context made beforehand (so the table separates the driver's context creation from
+vyre's own cost), and with PyTorch tensors and CuPy arrays whose library made the context first.
+``--tree DIR`` runs the children on another checkout (a baseline, in the same session).
+
+    python bench/startup_bench.py [--backend cpu|cuda] [--runs 5] [--record] [--tree DIR]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, sys, time
+backend, setup = sys.argv[1], sys.argv[2]
 w0, c0 = time.perf_counter(), time.process_time()
 import numpy as np
 w1, c1 = time.perf_counter(), time.process_time()
@@ -38,23 +44,104 @@ i = var("i")
 p = Program.wrapped([x, y, out], 256, [let("i", gid()),
     if_(i.lt(buflen(out)), [store(out, i, exp(x[i]) * y[i] + sin(x[i]) * x[i])])])
 xs = np.linspace(0, 1, 4096, dtype=np.float32)
-o = np.empty_like(xs)
+ws, cs = time.perf_counter(), time.process_time()
+# what the process did before vyre's first dispatch, timed apart: the CUDA context made by the
+# driver itself (cuInit + the primary context, as numba, CuPy and PyTorch make it), or PyTorch /
+# CuPy imported with their arrays on the GPU (their context)
+if setup == "context":
+    import ctypes
+    cu = ctypes.CDLL("libcuda.so.1")
+    ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+    assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+    inputs = {"x": xs, "y": xs, "out": np.empty_like(xs)}
+elif setup == "torch":
+    import torch
+    t = torch.from_numpy(xs).cuda()
+    inputs = {"x": t, "y": t, "out": torch.empty_like(t)}
+    torch.cuda.synchronize()
+elif setup == "cupy":
+    import cupy
+    t = cupy.asarray(xs)
+    inputs = {"x": t, "y": t, "out": cupy.empty_like(t)}
+    cupy.cuda.runtime.deviceSynchronize()
+else:
+    inputs = {"x": xs, "y": xs, "out": np.empty_like(xs)}
 w3, c3 = time.perf_counter(), time.process_time()
-r = vyre.dispatch(p, {"x": xs, "y": xs, "out": o}, backend=sys.argv[1])
-r = r["out"] if isinstance(r["out"], np.ndarray) else r["out"].copy_to_host()
+r = vyre.dispatch(p, inputs, backend=backend)["out"]
+r = r if isinstance(r, np.ndarray) else (r.cpu().numpy() if hasattr(r, "cpu") else r.get() if hasattr(r, "get")
+                                         else r.copy_to_host())
 w4, c4 = time.perf_counter(), time.process_time()
+vyre.dispatch(p, inputs, backend=backend)
+w5 = time.perf_counter()
 ok = bool(np.allclose(r, np.exp(xs) * xs + np.sin(xs) * xs, rtol=1e-5, atol=1e-6))
-print(json.dumps({"numpy": [w1 - w0, c1 - c0], "vyre": [w2 - w1, c2 - c1], "first": [w4 - w3, c4 - c3],
-                  "ok": ok, "numba": "numba" in sys.modules}))
+print(json.dumps({"numpy": [w1 - w0, c1 - c0], "vyre": [w2 - w1, c2 - c1], "setup": [w3 - ws, c3 - cs],
+                  "first": [w4 - w3, c4 - c3], "second": [w5 - w4, 0.0], "ok": ok,
+                  "numba": "numba" in sys.modules}))
 """
 
 
-def child(backend: str, cache_dir: str, extra: dict[str, str] | None = None) -> dict:
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+BREAKDOWN = r"""
+import json, sys, time
+t = [time.perf_counter()]
+def lap():
+    t.append(time.perf_counter())
+    return (t[-1] - t[-2]) * 1e3
+import numpy as np
+import ctypes
+cu = ctypes.CDLL("libcuda.so.1")
+ms = {"dlopen libcuda": lap()}
+assert cu.cuInit(0) == 0
+ms["cuInit"] = lap()
+ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+assert cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+ms["primary context"] = lap()
+import vyre
+ms["import vyre"] = lap()
+from vyre.ir import F32, Program, buflen, exp, gid, if_, let, output, read, sin, store, var
+x, y, out = read("x", 0, F32), read("y", 1, F32), output("out", 2, F32)
+i = var("i")
+p = Program.wrapped([x, y, out], 256, [let("i", gid()),
+    if_(i.lt(buflen(out)), [store(out, i, exp(x[i]) * y[i] + sin(x[i]) * x[i])])])
+xs = np.linspace(0, 1, 4096, dtype=np.float32)
+ms["build program"] = lap()
+k = vyre.compile(p, "cuda")
+ms["compile (key, binary cache read)"] = lap()
+k._fn.handle()
+ms["cuModuleLoadData"] = lap()
+o = np.empty_like(xs)
+k({"x": xs, "y": xs, "out": o}, tune=True)
+ms["first call (checks, copies, launch)"] = lap()
+k({"x": xs, "y": xs, "out": o}, tune=True)
+ms["second call"] = lap()
+print(json.dumps({"ms": ms, "numba": "numba" in sys.modules, "cubin": type(k._fn).__name__}))
+"""
+
+
+def breakdown(tree: Path) -> list[str]:
+    """Where a warm first dispatch's time goes (one fresh process, kernel cache left by the last
+    run of :func:`child`): the driver's own start apart from vyre's steps."""
+    with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d:
+        child("cuda", d, tree=tree)
+        env = {**os.environ, "VYRE_CACHE_DIR": d, "VYRE_AUTOTUNER": "off",
+               "PYTHONPATH": os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)}
+        out = subprocess.run([sys.executable, "-c", BREAKDOWN], env=env, capture_output=True, text=True,
+                             timeout=600, cwd=tree)
+    if out.returncode != 0:
+        return [f"breakdown failed: {out.stderr[-2000:]}"]
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    return ["", f"One warm process, step by step (kernel {row['cubin']}, numba imported: {row['numba']}):", "",
+            "| step | ms |", "|---|---|", *(f"| {k} | {v:.2f} |" for k, v in row["ms"].items())]
+
+
+def child(backend: str, cache_dir: str, extra: dict[str, str] | None = None, setup: str = "none",
+          tree: Path = ROOT) -> dict:
+    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "VYRE_CACHE_DIR": cache_dir, "VYRE_AUTOTUNER": "off", "PYTHONPATH": path,
            **(extra or {})}
-    out = subprocess.run([sys.executable, "-c", CHILD, backend], env=env, capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run([sys.executable, "-c", CHILD, backend, setup], env=env, capture_output=True, text=True,
+                         timeout=600, cwd=tree)
     if out.returncode != 0:
         raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
     row = json.loads(out.stdout.strip().splitlines()[-1])
@@ -128,40 +215,80 @@ def machine(backend: str) -> str:
     return f"{model}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
 
 
+def _setups(backend: str) -> list[str]:
+    """The warm variants: numpy arrays (the first dispatch makes the CUDA context), the context made
+    first, and device arrays of PyTorch / CuPy (their context made by them) where installed."""
+    if backend != "cuda":
+        return ["none"]
+    import importlib.util
+
+    return ["none", "context"] + [m for m in ("torch", "cupy") if importlib.util.find_spec(m) is not None]
+
+
+SETUP_NAMES = {"none": "numpy arrays", "context": "numpy arrays, CUDA context made first",
+               "torch": "PyTorch tensors (PyTorch made the context)", "cupy": "CuPy arrays (CuPy made the context)"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--record", action="store_true")
+    ap.add_argument("--tree", type=Path, default=ROOT, help="the vyre checkout the children import (a baseline)")
+    ap.add_argument("--no-numba-cache-row", action="store_true", help="skip the VYRE_BINARY_CACHE=0 rows")
+    ap.add_argument("--no-rebuilt", action="store_true", help="skip the rebuilt-Program dispatch timing")
+    ap.add_argument("--breakdown", action="store_true", help="CUDA: time a warm first dispatch step by step")
     args = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+    tree = args.tree.resolve()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True,
                             text=True).stdout.strip() or "?"
     head = f"### Start-up ({args.backend}): {machine(args.backend)}, {time.strftime('%Y-%m-%d')}, commit {commit}"
-    rows: dict[str, list[dict]] = {"cold": [], "warm": [], "warm, numba's cache (VYRE_BINARY_CACHE=0)": []}
+    setups = _setups(args.backend)
+    warm_names = [f"warm, {SETUP_NAMES[s]}" if args.backend == "cuda" else "warm" for s in setups]
+    rows: dict[str, list[dict]] = {"cold": [], **{n: [] for n in warm_names}}
+    if not args.no_numba_cache_row:
+        rows["warm, numba's cache (VYRE_BINARY_CACHE=0)"] = []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d:
-            rows["cold"].append(child(args.backend, d))
-            rows["warm"].append(child(args.backend, d))
-        with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d:
-            child(args.backend, d, {"VYRE_BINARY_CACHE": "0"})
-            rows["warm, numba's cache (VYRE_BINARY_CACHE=0)"].append(child(args.backend, d, {"VYRE_BINARY_CACHE": "0"}))
-    warm = rows["warm"]
+            rows["cold"].append(child(args.backend, d, tree=tree))
+            for name, s in zip(warm_names, setups, strict=True):
+                try:
+                    rows[name].append(child(args.backend, d, setup=s, tree=tree))
+                except SystemExit as e:
+                    if s == "none":
+                        raise
+                    print(f"{name}: {e}", file=sys.stderr)  # PyTorch / CuPy broken here: that row is left out
+        if not args.no_numba_cache_row:
+            with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d:
+                child(args.backend, d, {"VYRE_BINARY_CACHE": "0"}, tree=tree)
+                rows["warm, numba's cache (VYRE_BINARY_CACHE=0)"].append(
+                    child(args.backend, d, {"VYRE_BINARY_CACHE": "0"}, tree=tree))
     lines = [head, "",
-             f"Median of {args.runs} fresh processes each, tuner off; wall (CPU) seconds.", "",
-             "| | import numpy | import vyre (after numpy) | first dispatch | numba imported |",
-             "|---|---|---|---|---|"]
+             f"Median of {args.runs} fresh processes each, tuner off; wall (CPU) seconds. *before*: what the "
+             "process did before vyre's first dispatch (CUDA context, PyTorch/CuPy import and arrays), timed apart.",
+             "",
+             "| | import numpy | import vyre (after numpy) | before | first dispatch | second | numba imported |",
+             "|---|---|---|---|---|---|---|"]
     for name, rs in rows.items():
+        if not rs:
+            continue
         lines.append(f"| {name} | {med(rs, 'numpy', 0):.3f} ({med(rs, 'numpy', 1):.3f}) | "
                      f"{med(rs, 'vyre', 0):.3f} ({med(rs, 'vyre', 1):.3f}) | "
-                     f"{med(rs, 'first', 0):.3f} ({med(rs, 'first', 1):.3f}) | "
+                     f"{med(rs, 'setup', 0):.3f} | "
+                     f"{med(rs, 'first', 0):.4f} ({med(rs, 'first', 1):.4f}) | {med(rs, 'second', 0) * 1e6:.0f} us | "
                      f"{'yes' if any(r['numba'] for r in rs) else 'no'} |")
-    same, rebuilt = rebuilt_dispatch_us(args.backend)
-    lines += ["", f"Dispatch of a 1024-element kernel: the same Program object {same:.1f} us, a Program rebuilt "
-              f"before every call {rebuilt:.1f} us (best of 3 x 3000).",
-              f"Warm first dispatch after import: {med(warm, 'first', 0) * 1e3:.0f} ms wall, "
-              f"{med(warm, 'first', 1) * 1e3:.0f} ms CPU."]
+    if not args.no_rebuilt:
+        sys.path.insert(0, str(tree))
+        same, rebuilt = rebuilt_dispatch_us(args.backend)
+        lines += ["", f"Dispatch of a 1024-element kernel: the same Program object {same:.1f} us, a Program rebuilt "
+                  f"before every call {rebuilt:.1f} us (best of 3 x 3000)."]
+    if args.breakdown and args.backend == "cuda":
+        lines += breakdown(tree)
+    for name in (n for n in warm_names if rows[n]):
+        lines.append(f"Warm first dispatch after import ({name}): {med(rows[name], 'first', 0) * 1e3:.1f} ms wall, "
+                     f"{med(rows[name], 'first', 1) * 1e3:.1f} ms CPU.")
     text = "\n".join(lines)
-    print(text)
+    print(text, flush=True)
     if args.record:
         with open(ROOT / "BENCHMARKS.md", "a", encoding="utf-8") as f:
             f.write("\n" + text + "\n")

@@ -1,9 +1,11 @@
 """CUDA kernels kept as cubin (vyre/driver/cuda_binary.py). On a GPU: a second process loads the
 cubin (no source generated, no numba compile), launches it on the checked path and the cached
-launch path, and a damaged entry is rebuilt. Without a GPU: entries that are not a cached CUDA
-kernel are refused and deleted.
+launch path, a process using only PyTorch/CuPy (or numpy) arrays never imports numba, a damaged
+entry is rebuilt, and a cubin the driver refuses (intact on disk) is compiled again. Without a
+GPU: entries that are not a cached CUDA kernel are refused and deleted (tests/test_cuda_driver.py
+covers the launch without numba through a fake driver).
 
-    python -m tests.test_cuda_binary child   # compile, dispatch, print JSON (a child process)
+    python -m tests.test_cuda_binary child MODE   # compile, dispatch, print JSON (a child process)
 """
 
 from __future__ import annotations
@@ -40,22 +42,61 @@ def test_entries_without_a_kernel_are_refused(tmp_path: Path, monkeypatch: pytes
     assert found is not None and found[0].entry == "k" and found[1] is False
 
 
+def _program() -> Any:
+    from vyre.ir import F32, Program, buflen, exp, gid, if_, let, output, read, store, var
+
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    i = var("i")
+    return Program.wrapped([x, out], 128, [let("i", gid()), if_(i.lt(buflen(out)), [store(out, i, exp(x[i]) * 2.0)])])
+
+
+def child_direct() -> None:
+    """A warm process with numpy arrays, then PyTorch tensors or CuPy arrays: numba never imported."""
+    import importlib.util
+
+    import vyre
+    from vyre.driver.dispatch import _kernel_for
+
+    p = _program()
+    xs = np.linspace(0, 1, 5000, dtype=np.float32)
+    want = np.exp(xs) * 2
+    host = vyre.dispatch(p, {"x": xs, "out": np.zeros_like(xs)}, backend="cuda")["out"]
+    lib, dev_ok = None, None
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        lib, dx = "torch", torch.from_numpy(xs).cuda()
+        dout = torch.zeros_like(dx)
+        for _ in range(3):
+            got = vyre.dispatch(p, {"x": dx, "out": dout}, backend="cuda")["out"]
+        dev_ok = got is dout and bool(np.allclose(dout.cpu().numpy(), want, rtol=1e-6))
+    elif importlib.util.find_spec("cupy") is not None:
+        import cupy
+
+        lib, cx = "cupy", cupy.asarray(xs)
+        cout = cupy.zeros_like(cx)
+        for _ in range(3):
+            got = vyre.dispatch(p, {"x": cx, "out": cout}, backend="cuda")["out"]
+        dev_ok = got is cout and bool(np.allclose(cout.get(), want, rtol=1e-6))
+    k = _kernel_for(p, "cuda")
+    print(json.dumps({"cubin": isinstance(k._fn, cuda_binary.CubinKernel),
+                      "host_ok": bool(np.allclose(host, want, rtol=1e-6)), "lib": lib, "dev_ok": dev_ok,
+                      "fast": k._fast is not None if lib else None, "numba": "numba" in sys.modules}), flush=True)
+
+
 def child() -> None:
     import vyre
     from numba import cuda
 
     from vyre.codegen import cuda as codegen_cuda
     from vyre.driver.dispatch import _kernel_for
-    from vyre.ir import F32, Program, buflen, exp, gid, if_, let, output, read, store, var
 
     if sys.argv[2] == "warm":
         def no(*a: object, **k: object) -> object:
             raise AssertionError("emitter called on a cubin hit")
 
         codegen_cuda.emit_cuda = no  # type: ignore[assignment]
-    x, out = read("x", 0, F32), output("out", 1, F32)
-    i = var("i")
-    p = Program.wrapped([x, out], 128, [let("i", gid()), if_(i.lt(buflen(out)), [store(out, i, exp(x[i]) * 2.0)])])
+    p = _program()
     xs = np.linspace(0, 1, 5000, dtype=np.float32)
     k = vyre.compile(p, "cuda")
     host = vyre.dispatch(p, {"x": xs, "out": np.zeros_like(xs)}, backend="cuda")["out"]
@@ -86,6 +127,20 @@ def test_a_second_process_launches_the_cached_cubin(tmp_path: Path) -> None:
     (entry,) = (tmp_path / "kernels" / "cuda").glob("b_*.vbin")
     warm = _run(tmp_path, "warm")
     assert warm == {"hit": True, "cubin": True, "host_ok": True, "dev_ok": True, "fast": True}
+    direct = _run(tmp_path, "direct")
+    assert direct["cubin"] and direct["host_ok"] and direct["numba"] is False, direct
+    if direct["lib"] is not None:
+        assert direct["dev_ok"] and direct["fast"], direct
+    # a cubin the driver refuses, in an intact entry (another GPU's, say): compiled again, replaced
+    rec = binary_cache.decode(entry.read_bytes(), entry.stem[2:])
+    assert rec is not None
+    entry.write_bytes(binary_cache.encode(binary_cache.Record(rec.key, rec.meta,
+                                                              {cuda_binary.CUBIN: b"\x7fELF not a cubin"})))
+    refused = _run(tmp_path, "cold")
+    assert refused == {"hit": True, "cubin": True, "host_ok": True, "dev_ok": True, "fast": True}
+    again_rec = binary_cache.decode(entry.read_bytes(), entry.stem[2:])
+    assert again_rec is not None and again_rec.blobs[cuda_binary.CUBIN].startswith(b"\x7fELF")
+    assert again_rec.blobs[cuda_binary.CUBIN] != b"\x7fELF not a cubin"
     entry.write_bytes(entry.read_bytes()[:-7])  # truncated: rebuilt, never used
     again = _run(tmp_path, "cold")  # the module file is still there: a module hit, compiled by numba
     assert again == {"hit": True, "cubin": False, "host_ok": True, "dev_ok": True, "fast": True}
@@ -94,4 +149,4 @@ def test_a_second_process_launches_the_cached_cubin(tmp_path: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "child":
-        child()
+        child_direct() if sys.argv[2] == "direct" else child()
