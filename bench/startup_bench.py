@@ -147,6 +147,7 @@ def child(backend: str, cache_dir: str, extra: dict[str, str] | None = None, set
     row = json.loads(out.stdout.strip().splitlines()[-1])
     if not row["ok"]:
         raise SystemExit("wrong result in the child")
+    print(setup, json.dumps(row), file=sys.stderr, flush=True)  # progress (a run cut short still says)
     return row
 
 
@@ -238,12 +239,15 @@ def main() -> None:
     ap.add_argument("--no-numba-cache-row", action="store_true", help="skip the VYRE_BINARY_CACHE=0 rows")
     ap.add_argument("--no-rebuilt", action="store_true", help="skip the rebuilt-Program dispatch timing")
     ap.add_argument("--breakdown", action="store_true", help="CUDA: time a warm first dispatch step by step")
+    ap.add_argument("--setups", default=None, help="CUDA: the warm variants to run, e.g. none,context,torch")
     args = ap.parse_args()
     tree = args.tree.resolve()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True,
                             text=True).stdout.strip() or "?"
     head = f"### Start-up ({args.backend}): {machine(args.backend)}, {time.strftime('%Y-%m-%d')}, commit {commit}"
     setups = _setups(args.backend)
+    if args.setups is not None:
+        setups = [x for x in setups if x in args.setups.split(",")]
     warm_names = [f"warm, {SETUP_NAMES[s]}" if args.backend == "cuda" else "warm" for s in setups]
     rows: dict[str, list[dict]] = {"cold": [], **{n: [] for n in warm_names}}
     if not args.no_numba_cache_row:
