@@ -320,7 +320,8 @@ def test_a_process_dispatches_from_the_binary_cache_without_numba(tmp_path: Path
 
     if importlib.util.find_spec("numba_cuda") is None:
         pytest.skip("the CUDA backend needs numba-cuda installed")
-    env = {**os.environ, "VYRE_CACHE_DIR": str(tmp_path), "VYRE_AUTOTUNER": tuner, "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "VYRE_CACHE_DIR": str(tmp_path), "VYRE_AUTOTUNER": tuner, "PYTHONPATH": path}
     for k in ("VYRE_BINARY_CACHE", "VYRE_BACKEND", "NUMBA_ENABLE_CUDASIM"):
         env.pop(k, None)
     out = subprocess.run([sys.executable, "-m", "tests.test_cuda_driver", "child", mode], cwd=ROOT, env=env,
