@@ -534,6 +534,9 @@ def main() -> None:
                 rows[name] = (fn(X, y, a.steps) if flag is None else
                               fn(X, y, a.steps, *flag) if isinstance(flag, tuple) else fn(X, y, a.steps, flag))
                 print(f"| {name} | {rows[name][0] * 1e6:.1f} | {rows[name][1]:.6f} | |", flush=True)
+                for note in NOTES:
+                    print(f"\n{note}\n", flush=True)
+                NOTES.clear()
             except Exception as e:  # a peer that fails is reported, the rest still runs
                 print(f"| {name} | failed: {type(e).__name__}: {str(e)[:120]} | | |", flush=True)
         print("\nvs PyTorch eager:\n")
@@ -543,9 +546,6 @@ def main() -> None:
         losses = [loss for _, loss in rows.values()]
         spread = (max(losses) - min(losses)) / max(abs(min(losses)), 1e-12) if losses else float("nan")
         print(f"\nfinal losses agree within {spread:.2e} (relative)")
-        for note in NOTES:
-            print(f"\n{note}")
-        NOTES.clear()
         assert spread < 1e-3, f"final losses disagree: {rows}"
         results[size] = {k: {"us": v[0] * 1e6, "loss": v[1]} for k, v in rows.items()}
     out = os.environ.get("OUT")
