@@ -152,3 +152,31 @@ def test_the_handle_adopts_the_kernels_launch_once_it_stayed_the_same(monkeypatc
         for _ in range(3):
             t.adopt(t.program, "cuda", args, "out")
         assert t.fast is None
+
+
+def test_a_torch_tensor_whose_storage_was_swapped_sets_the_handle_up_again() -> None:
+    torch = pytest.importorskip("torch")
+    from vyre.autodiff import value_and_grad, value_and_grad_fn
+
+    prog = fused_chain()
+    rng = np.random.default_rng(3)
+    x = torch.from_numpy(rng.standard_normal(64).astype(np.float32))
+    y = torch.from_numpy(rng.standard_normal(64).astype(np.float32))
+    vg = value_and_grad_fn(prog, "out", ["x", "y"], backend="cpu")
+    args = {"x": x, "y": y, "out": torch.zeros(64)}
+    vg(args)
+    first = vg._setup
+    vg(args)
+    assert vg._setup is first  # the same tensors: the same buffers
+    other = torch.from_numpy(rng.standard_normal(64).astype(np.float32))
+    x.set_(other)  # the same tensor object, another storage
+    loss, g = vg(args)
+    assert vg._setup is not first
+    want_loss, want = value_and_grad(prog, {"x": other.numpy(), "y": y.numpy(), "out": np.zeros(64, np.float32)},
+                                     "out", ["x", "y"], backend="cpu")
+    assert loss == pytest.approx(want_loss, rel=1e-6)
+    np.testing.assert_allclose(g["x"].numpy(), want["x"], rtol=1e-5)
+    grads = vg._setup.grads
+    grads["x"].set_(torch.zeros(3))  # a returned gradient resized in place: the handle must not write past it
+    vg(args)
+    assert vg._setup.grads["x"] is not grads["x"] and grads["x"].numel() == 3
