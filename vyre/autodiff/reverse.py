@@ -54,6 +54,7 @@ from .nf import (
 )
 from .prepare import inline_and_rename, remove_returns, source_names
 from .rules import BINOP_DERIV, UNOP_DERIV, BinDiff, Ctx, UnDiff, fma_contribs, select_contribs
+from .schedule import loads_first
 from .ssa import to_normal_form
 from .sync_checks import check_loops
 from .sync_reverse import subgroup_adjoint, zero_workgroup
@@ -618,6 +619,7 @@ def grad(program: Program, outputs: str | Sequence[str], inputs: str | Sequence[
     body = remove_returns(body, names)
     stmts, types = to_normal_form(program, body, names)
     check_loops(stmts, frozenset(b.name for b in program.buffers if b.is_workgroup))
+    stmts = loads_first(stmts)  # the replay issues loads before the arithmetic (schedule.py)
     private_ok = grid_1d and program.workgroup_size[1:] == (1, 1)
     opts = (accumulate, with_value, unit_cotangent)
     result = _build(program, stmts, types, names, outs, ins, private_ok, private_ok, opts)
