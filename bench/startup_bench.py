@@ -2,7 +2,8 @@
 (cold: empty kernel cache; warm: the cache a previous process left), and the dispatch of a Program
 rebuilt before every call (as code that builds its programs inside a function does).
 
-Every fresh-process number is the median of ``--runs`` processes, with the tuner off
+Every fresh-process number is the median of ``--runs`` processes (after one unmeasured round
+that leaves the modules' compiled bytecode, as an installed package has it), with the tuner off
 (``VYRE_AUTOTUNER=off``), wall and CPU time (the CPU time says how much of the wall time was this
 process's own work on a loaded machine). Prints a markdown table (machine, date, commit);
 ``--record`` appends it to BENCHMARKS.md.
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -124,7 +126,7 @@ def breakdown(tree: Path) -> list[str]:
     run of :func:`child`): the driver's own start apart from vyre's steps."""
     with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d:
         child("cuda", d, tree=tree)
-        env = {**os.environ, "VYRE_CACHE_DIR": d, "VYRE_AUTOTUNER": "off",
+        env = {**_env(), "VYRE_CACHE_DIR": d, "VYRE_AUTOTUNER": "off",
                "PYTHONPATH": os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)}
         out = subprocess.run([sys.executable, "-c", BREAKDOWN], env=env, capture_output=True, text=True,
                              timeout=600, cwd=tree)
@@ -135,10 +137,22 @@ def breakdown(tree: Path) -> list[str]:
             "| step | ms |", "|---|---|", *(f"| {k} | {v:.2f} |" for k, v in row["ms"].items())]
 
 
+_PYC = tempfile.mkdtemp(prefix="vyre-startup-pyc-")
+
+
+def _env() -> dict[str, str]:
+    """The children's environment: compiled bytecode kept (in a folder of this run), as an installed
+    package has it: with ``PYTHONDONTWRITEBYTECODE`` every child would compile vyre's modules from
+    source, tens of milliseconds that no installed vyre pays."""
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": _PYC}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def child(backend: str, cache_dir: str, extra: dict[str, str] | None = None, setup: str = "none",
           tree: Path = ROOT) -> dict:
     path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "VYRE_CACHE_DIR": cache_dir, "VYRE_AUTOTUNER": "off", "PYTHONPATH": path,
+    env = {**_env(), "VYRE_CACHE_DIR": cache_dir, "VYRE_AUTOTUNER": "off", "PYTHONPATH": path,
            **(extra or {})}
     out = subprocess.run([sys.executable, "-c", CHILD, backend, setup], env=env, capture_output=True, text=True,
                          timeout=600, cwd=tree)
@@ -252,6 +266,13 @@ def main() -> None:
     rows: dict[str, list[dict]] = {"cold": [], **{n: [] for n in warm_names}}
     if not args.no_numba_cache_row:
         rows["warm, numba's cache (VYRE_BINARY_CACHE=0)"] = []
+    with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d:  # unmeasured: writes the bytecode
+        child(args.backend, d, tree=tree)
+        for s in setups:
+            try:
+                child(args.backend, d, setup=s, tree=tree)
+            except SystemExit:
+                pass
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d:
             rows["cold"].append(child(args.backend, d, tree=tree))
@@ -293,6 +314,7 @@ def main() -> None:
                      f"{med(rows[name], 'first', 1) * 1e3:.1f} ms CPU.")
     text = "\n".join(lines)
     print(text, flush=True)
+    shutil.rmtree(_PYC, ignore_errors=True)
     if args.record:
         with open(ROOT / "BENCHMARKS.md", "a", encoding="utf-8") as f:
             f.write("\n" + text + "\n")

