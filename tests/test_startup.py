@@ -31,3 +31,24 @@ def test_building_and_validating_a_program_imports_no_backend() -> None:
             "x, out = read('x', 0, F32), output('out', 1, F32)\n"
             "Program.wrapped([x, out], 64, [store(out, gid(), x[gid()] * 2.0)]).validate().fingerprint()")
     assert _loaded_after(code) == []
+
+
+def test_toolchain_versions_are_read_without_importlib_metadata() -> None:
+    code = ("from vyre.driver.dispatch import dist_version\n"
+            "for d, p in [('numba', None), ('numpy', None), ('numba-cuda', 'numba_cuda'), ('nvidia-nvvm', 'nvidia'),"
+            " ('no-such-distribution', None)]:\n    dist_version(d, p)")
+    assert _loaded_after(code) == []
+
+
+def test_toolchain_versions_agree_with_importlib_metadata() -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from vyre.driver.dispatch import dist_version
+
+    for dist, package in [("numba", None), ("numpy", None), ("blake3", None), ("numba-cuda", "numba_cuda"),
+                          ("nvidia-nvvm", "nvidia"), ("no-such-distribution", None)]:
+        try:
+            want = version(dist)
+        except PackageNotFoundError:
+            want = "?"
+        assert dist_version(dist, package) == want, dist
