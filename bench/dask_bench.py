@@ -1,10 +1,11 @@
 """vyre over Dask: compile sharing across worker processes (CPU) and multi-GPU scaling (CUDA).
 
     python bench/dask_bench.py cache           # CPU: N worker processes, cold vs shared disk cache
-    python bench/dask_bench.py gpus [log2 n] [log2 chunk]   # CUDA: chain + sum over n f32,
-                                                             # 1 GPU vs all GPUs vs CuPy-on-Dask
+    python bench/dask_bench.py gpus [log2 n] [log2 chunk] [passes]   # CUDA: chain + sum over n
+                                     # f32, 1 GPU vs all GPUs vs CuPy-on-Dask (1 pass per compute,
+                                     # and `passes` passes per compute: throughput)
     python bench/dask_bench.py check                        # CUDA: results over CuPy chunks
-    python bench/dask_bench.py overhead [log2 n]            # CUDA, one GPU: per-chunk host cost
+    python bench/dask_bench.py overhead [log2 n [log2 chunk ...]]  # CUDA, one GPU: per-chunk host cost
                                                              # (many small chunks), GPU-busy share
 
 Prints markdown tables (paste into BENCHMARKS.md with machine, date, commit).
@@ -12,6 +13,7 @@ Prints markdown tables (paste into BENCHMARKS.md with machine, date, commit).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -62,7 +64,12 @@ def cache_section(workers: int = 2) -> None:
         print(f"| {run} | {workers} | {dt:.2f} | {list(stats.values())} |")
 
 
-def gpus_section(log2n: int = 30, log2chunk: int = 27) -> None:
+def gpus_section(log2n: int = 30, log2chunk: int = 27, passes: int = 8) -> None:
+    """The chain + sum over 2^log2n f32 (chunks of 2^log2chunk) on 1 GPU and on all of them, vyre
+    against CuPy-on-Dask with the same chunks, and the Dask floor (the same graph with tasks that
+    do nothing). Two timings: one pass per ``dask.compute`` (latency: Dask's per-compute cost
+    included), and ``passes`` independent passes over the same data in one compute (throughput:
+    the GPUs' steady state, the per-compute cost spread over the passes)."""
     import cupy
     import dask
     import dask.array as da
@@ -95,22 +102,38 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27) -> None:
         with cupy.cuda.Device(c.device.id):  # on the chunk's own GPU, finished before the task ends
             return cupy.asnumpy(c.sum(dtype=cupy.float64)).reshape(1)
 
-    def total(arr):
-        return arr.map_blocks(dev_sum, chunks=((1,) * arr.numblocks[0],), dtype=np.float64,
+    def nothing(x, y):
+        return x
+
+    def host_zero(c):
+        return np.zeros(1)
+
+    def total(arr, part=dev_sum):
+        return arr.map_blocks(part, chunks=((1,) * arr.numblocks[0],), dtype=np.float64,
                               meta=np.empty((0,), np.float64)).sum()
+
+    def vyre_graph(dx, dy, k: int = 0):  # k: a distinct key name per pass (Dask merges equal graphs)
+        return vyre.dask.reduce("sum", vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda",
+                                                            name=f"vyre-chain-{k}-{dx.name}"), backend="cuda")
+
+    def cupy_graph(dx, dy, k: int = 0):
+        return total(da.map_blocks(cupy_chain, dx, dy, dtype=np.float32, name=f"cupy-chain-{k}-{dx.name}"))
+
+    def floor_graph(dx, dy, k: int = 0):
+        return total(da.map_blocks(nothing, dx, dy, dtype=np.float32, name=f"nothing-{k}-{dx.name}"), host_zero)
 
     def sync_all() -> None:
         for d in range(ngpu):
             with cupy.cuda.Device(d):
                 cupy.cuda.runtime.deviceSynchronize()
 
-    def timed(build, reps: int = 5) -> float:
+    def timed(build, k: int, reps: int = 5) -> float:
         best = float("inf")
         for _ in range(reps):
-            graph = build()
+            graphs = [build(j) for j in range(k)]
             sync_all()
             t0 = time.perf_counter()
-            dask.compute(graph, scheduler="threads", num_workers=2 * ngpu)
+            dask.compute(*graphs, scheduler="threads", num_workers=2 * ngpu)
             sync_all()
             best = min(best, time.perf_counter() - t0)
         return best
@@ -119,27 +142,32 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27) -> None:
     configs = [("1 GPU", [0])] + ([(f"{ngpu} GPUs", list(range(ngpu)))] if ngpu > 1 else [])
     for label, devs in configs:
         dx, dy = on_devices(devs)
-        got, want = dask.compute(vyre.dask.reduce("sum", vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out",
-                                                                              backend="cuda"), backend="cuda"),
-                                 total(da.map_blocks(cupy_chain, dx, dy, dtype=np.float32)), scheduler="threads")
+        got, want = dask.compute(vyre_graph(dx, dy), cupy_graph(dx, dy), scheduler="threads")
         ref = 0.0
         for part_x, part_y in zip(dx.blocks, dy.blocks, strict=True):  # one chunk at a time, on its GPU
             cx, cy = part_x.compute(scheduler="sync"), part_y.compute(scheduler="sync")
             with cupy.cuda.Device(cx.device.id):
                 ref += float((cupy.exp(cx.astype(cupy.float64)) * cy + cupy.sin(cx.astype(cupy.float64)) * cx).sum())
-        for name, val in (("vyre", got), ("CuPy-on-Dask", want)):
-            assert abs(float(val) - ref) <= 1e-4 * abs(ref), f"{label}: {name} {float(val)} vs float64 {ref}"
+        for what, val in (("vyre", got), ("CuPy-on-Dask", want)):
+            assert abs(float(val) - ref) <= 1e-4 * abs(ref), f"{label}: {what} {float(val)} vs float64 {ref}"
         print(f"{label}: sum {float(got):.6e} (float64 reference {ref:.6e})")
-        t_vyre = timed(lambda dx=dx, dy=dy: vyre.dask.reduce(
-            "sum", vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cuda"), backend="cuda"))
-        t_cupy = timed(lambda dx=dx, dy=dy: total(da.map_blocks(cupy_chain, dx, dy, dtype=np.float32)))
-        rows.append((label, t_vyre, t_cupy))
-    gb = 3 * 4 * n / 1e9  # x, y read, out written
-    print(f"chain + sum over 2^{log2n} f32 in chunks of 2^{log2chunk}, threaded Dask scheduler, best of 5")
-    print("| devices | vyre (ms) | vyre GB/s | CuPy-on-Dask (ms) | vyre speed-up vs 1 GPU |")
-    print("|---|---|---|---|---|")
-    for label, tv, tc in rows:
-        print(f"| {label} | {tv * 1e3:.1f} | {gb / tv:.0f} | {tc * 1e3:.1f} | {rows[0][1] / tv:.2f}x |")
+        for k in (1, passes):
+            t_vyre, t_cupy, t_floor = (timed(functools.partial(g, dx, dy), k)
+                                       for g in (vyre_graph, cupy_graph, floor_graph))
+            rows.append((k, label, t_vyre, t_cupy, t_floor))
+        del dx, dy
+    gb = 3 * 4 * n / 1e9  # x, y read, out written, per pass
+    print(f"chain + sum over 2^{log2n} f32 in chunks of 2^{log2chunk}, threaded Dask scheduler "
+          f"({2 * ngpu} threads), best of 5")
+    print("| passes per compute | devices | vyre (ms per pass) | vyre GB/s | CuPy-on-Dask (ms per pass) "
+          "| Dask floor, no-op tasks (ms per pass) | vyre speed-up vs 1 GPU |")
+    print("|---|---|---|---|---|---|---|")
+    for k in (1, passes):
+        base = next(tv for kk, _, tv, _, _ in rows if kk == k)
+        for kk, label, tv, tc, tf in rows:
+            if kk == k:
+                print(f"| {k} | {label} | {tv / k * 1e3:.2f} | {gb * k / tv:.0f} | {tc / k * 1e3:.2f} | "
+                      f"{tf / k * 1e3:.2f} | {base / tv:.2f}x |")
 
 
 def check_section() -> None:
@@ -182,7 +210,7 @@ def check_section() -> None:
     print("check: map_blocks and map_overlap bit-exact, reduce within tolerance, over uneven CuPy chunks")
 
 
-def overhead_section(log2n: int = 26, log2chunks: tuple[int, ...] = (16, 18, 20, 22, 24)) -> None:
+def overhead_section(log2n: int = 26, *log2chunks: int) -> None:
     """One GPU: the chain + ``vyre.dask.reduce`` over 2^log2n f32 in ever smaller chunks. Small
     chunks leave the GPU idle, so their time per chunk is the host's cost per chunk (Dask's
     scheduling included); the GPU-busy share is the device time of the same kernels (measured
@@ -196,6 +224,7 @@ def overhead_section(log2n: int = 26, log2chunks: tuple[int, ...] = (16, 18, 20,
     import vyre.ops
 
     n = 1 << log2n
+    log2chunks = log2chunks or (18, 20, 22, 24)
     p = _chain_program()
     rng = cupy.random.default_rng(0)
     x, y = rng.standard_normal(n, dtype=cupy.float32), rng.standard_normal(n, dtype=cupy.float32)
@@ -286,7 +315,9 @@ def profile_section(log2n: int = 24, log2chunk: int = 16) -> None:
     run()
     prof.disable()
     print(f"profile: {dx.numblocks[0]} chunks of 2^{log2chunk}, synchronous scheduler")
-    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(10)
+    stats.sort_stats("cumulative").print_stats("vyre", 14)
 
 
 if __name__ == "__main__":
@@ -294,11 +325,11 @@ if __name__ == "__main__":
     if what == "cache":
         cache_section()
     elif what == "gpus":
-        gpus_section(*(int(a) for a in sys.argv[2:4]))
+        gpus_section(*(int(a) for a in sys.argv[2:5]))
     elif what == "check":
         check_section()
     elif what == "overhead":
-        overhead_section(*(int(a) for a in sys.argv[2:3]))
+        overhead_section(*(int(a) for a in sys.argv[2:]))
     elif what == "profile":
         profile_section(*(int(a) for a in sys.argv[2:4]))
     else:

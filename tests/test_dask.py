@@ -215,6 +215,17 @@ def test_reduce_gathers_partials_in_a_tree(split_every) -> None:
     assert vyre.dask.reduce("max", dx, backend="cpu", split_every=split_every).compute() == x.max()
 
 
+def test_map_blocks_name_keeps_equal_calls_apart() -> None:
+    x = da.from_array(np.arange(10, dtype=np.float32), chunks=5)
+    a = vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu")
+    b = vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu")
+    c = vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu", name="chain-2")
+    assert a.name == b.name != c.name == "chain-2"
+    np.testing.assert_array_equal(a.compute(), c.compute())
+    with pytest.raises(DispatchError, match="name must be a str"):
+        vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", name=3)
+
+
 def test_reduce_errors() -> None:
     x = da.zeros(0, chunks=1, dtype=np.float32)
     assert float(vyre.dask.reduce("sum", x, backend="cpu").compute()) == 0.0

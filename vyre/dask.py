@@ -249,15 +249,20 @@ def _meta(chunked_first: Any, dtype: np.dtype) -> Any:
 
 
 def map_blocks(program: Any, inputs: Mapping[str, Any], output: str | Sequence[str], *,
-               backend: str | None = None, dim: DimFn | None = None) -> Any:
+               backend: str | None = None, dim: DimFn | None = None, name: str | None = None) -> Any:
     """Run ``program`` on every chunk of the dask arrays in ``inputs``; returns the dask array of
     ``output`` (a tuple of them when ``output`` is a list).
 
     Dask arrays must share a shape (their chunks are aligned by Dask); plain arrays are given whole
     to every chunk. Written buffers get private copies (chunks are never written in place).
     ``dim``, a function of a chunk's shape, gives the invocations per axis for programs that are not
-    one invocation per element (e.g. ``lambda s: (s[1], s[0])`` for a 2-D program)."""
+    one invocation per element (e.g. ``lambda s: (s[1], s[0])`` for a 2-D program). ``name``: the
+    output's key name in the graph, as Dask's ``map_blocks`` takes it (by default a hash of the
+    program and inputs, so two identical calls are one computation; a distinct name keeps them
+    apart)."""
     p = _program_of(program)
+    if name is not None and not isinstance(name, str):
+        raise DispatchError(f"name must be a str, got {name!r}. Fix: pass e.g. name='chain-1'")
     outputs = (output,) if isinstance(output, str) else tuple(output)
     if not outputs:
         raise DispatchError("no output named. Fix: pass output='name' (or a list of names)")
@@ -267,8 +272,8 @@ def map_blocks(program: Any, inputs: Mapping[str, Any], output: str | Sequence[s
     fn = functools.partial(_run_chunk, wire, tuple(chunked), outputs, backend, dim, whole)
     dtypes = [p.buffer(o).element.np_dtype for o in outputs]
     if len(outputs) == 1:
-        return da.map_blocks(fn, *arrays, dtype=dtypes[0], meta=_meta(arrays[0], dtypes[0]))
-    pieces = da.map_blocks(fn, *arrays, dtype=object, meta=np.empty((0,) * arrays[0].ndim, object))
+        return da.map_blocks(fn, *arrays, dtype=dtypes[0], meta=_meta(arrays[0], dtypes[0]), name=name)
+    pieces = da.map_blocks(fn, *arrays, dtype=object, meta=np.empty((0,) * arrays[0].ndim, object), name=name)
     return tuple(pieces.map_blocks(_pick, k, dtype=dt, meta=_meta(arrays[0], dt))
                  for k, dt in enumerate(dtypes))
 
@@ -325,15 +330,33 @@ def _partial(op: str, backend: str | None, chunk: Any) -> Any:
     return np.asarray(r.get() if hasattr(r, "get") else r)
 
 
-def _gather(*items: Any) -> list[Any]:
-    """Partials (and lists of them) of several tasks in one list, without waiting for any: bounds
-    each task's fan-in."""
-    out: list[Any] = []
-    for item in items:
-        if isinstance(item, list):
-            out.extend(item)
-        else:
-            out.append(item)
+class _Parts:
+    """Partials gathered by a task, not yet waited for (an opaque box, so Dask and NumPy never try
+    to convert the CuPy arrays inside)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+
+def _unbox(parts: np.ndarray) -> list[Any]:
+    return [p for box in parts.ravel().tolist() for p in box.items]
+
+
+def _partial_block(op: str, backend: str | None, chunk: Any, axis: Any = None, keepdims: bool = False,
+                   computing_meta: bool = False) -> np.ndarray:
+    if computing_meta:  # Dask asking for the kind of array the tree carries: a box is an object
+        return np.empty((0,) * chunk.ndim, chunk.dtype)
+    out = np.empty((1,) * chunk.ndim, object)
+    out.flat[0] = _Parts([_partial(op, backend, chunk)])
+    return out
+
+
+def _gather_block(parts: np.ndarray, axis: Any = None, keepdims: bool = False, **_dask_options: Any) -> np.ndarray:
+    """Dask's tree combine: gathers the partials of several chunks without waiting for any."""
+    out = np.empty((1,) * parts.ndim, object)
+    out.flat[0] = _Parts(_unbox(parts))
     return out
 
 
@@ -346,26 +369,27 @@ def _host(partial: Any) -> np.ndarray:
         return np.asarray(partial.get())  # waits (GIL released) for the chunk's GPU work so far
 
 
-def _finish(op: str, result: np.dtype, *items: Any) -> np.ndarray:
+def _finish_block(op: str, result: np.dtype, parts: np.ndarray, axis: Any = None, keepdims: bool = False,
+                  **_dask_options: Any) -> np.ndarray:
     """The reduction of every partial: each brought to the host (the one wait per chunk), float
     partials widened to f64, combined, rounded once to the result dtype."""
-    host = [_host(p) for p in _gather(*items)]
-    parts = np.array([h.astype(np.float64) if h.dtype.kind == "f" else h for h in host])
-    if parts.size == 0:
-        return np.zeros((), result)
+    host = [_host(p) for p in _unbox(parts)]
+    wide = np.array([h.astype(np.float64) if h.dtype.kind == "f" else h for h in host])
     fn: Any = getattr(np, op)  # np.sum / np.max / np.min
-    return np.asarray(fn(parts)).astype(result)
+    value = np.asarray(fn(wide) if wide.size else np.zeros((), np.float64)).astype(result)
+    return value.reshape((1,) * parts.ndim) if keepdims else value
 
 
 def reduce(op: str, x: Any, *, backend: str | None = None, split_every: int | None = None) -> Any:
     """``sum``, ``max`` or ``min`` of a whole dask array: a :mod:`vyre.ops` kernel per chunk, then
-    the partials combined on the host. Returns a 0-d dask array of ``x``'s dtype. Float partials
-    are combined in f64, so a sum's error is vyre.ops' per-chunk bound plus one final rounding;
-    max and min follow vyre.ops' NaN rule (a NaN anywhere gives NaN).
+    the partials combined on the host (Dask's tree, ``split_every`` as in
+    ``dask.array.reduction``). Returns a 0-d dask array of ``x``'s dtype. Float partials are
+    combined in f64, so a sum's error is vyre.ops' per-chunk bound plus one final rounding; max
+    and min follow vyre.ops' NaN rule (a NaN anywhere gives NaN).
 
-    A CuPy chunk's partial stays on its GPU until the final task copies it to the host: no task
-    waits for a GPU before then, so every chunk's kernels can be queued on every GPU at once.
-    ``split_every`` (default 32) bounds how many tasks' partials one task gathers."""
+    A CuPy chunk's partial stays on its GPU until the final task copies it to the host: the tree's
+    other tasks pass partials along without waiting, so every chunk's kernels can be queued on
+    every GPU at once."""
     if op not in _REDUCTIONS:
         raise DispatchError(f"unknown reduction {op!r}. Fix: use one of {list(_REDUCTIONS)}")
     if not _is_dask(x):
@@ -375,16 +399,15 @@ def reduce(op: str, x: Any, *, backend: str | None = None, split_every: int | No
                             "Fix: x.astype(np.float32) (or reduce integers with dask's own x.sum())")
     if x.size == 0 and op != "sum":
         raise DispatchError(f"{op} of an empty array has no value. Fix: reduce a non-empty array")
-    fan_in = 32 if split_every is None else split_every
-    if not isinstance(fan_in, int) or isinstance(fan_in, bool) or fan_in < 2:
+    if split_every is not None and (not isinstance(split_every, int) or isinstance(split_every, bool)
+                                    or split_every < 2):
         raise DispatchError(f"split_every must be an int >= 2, got {split_every!r}. Fix: pass e.g. 8")
     dt = np.dtype(x.dtype)
-    partial, gather = dask.delayed(_partial, pure=True), dask.delayed(_gather, pure=True)
-    parts = [partial(op, backend, b) for b in x.to_delayed().ravel()]
-    while len(parts) > fan_in:
-        parts = [gather(*parts[i:i + fan_in]) for i in range(0, len(parts), fan_in)]
-    total = dask.delayed(_finish, pure=True)(op, dt, *parts)
-    return da.from_delayed(total, shape=(), dtype=dt, meta=np.empty((), dt))
+    # the tree's inner arrays hold boxes of partials (object arrays); only the last task's value is
+    # of the result dtype
+    return da.reduction(x, functools.partial(_partial_block, op, backend), functools.partial(_finish_block, op, dt),
+                        combine=_gather_block, dtype=dt, split_every=split_every, concatenate=True,
+                        meta=np.empty((), dt))
 
 
 def _grad_chunk(wire: bytes, chunked: tuple[str, ...], output: str, wrt: tuple[str, ...],

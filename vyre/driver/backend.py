@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -119,6 +120,9 @@ class _Host:
                 for b in kernel.writable}
 
 
+_POOL_LOCK = threading.Lock()
+
+
 class CpuBackend(_Host):
     """numba on the CPU, through the binary cache (vyre/driver/cpu_compile.py)."""
 
@@ -171,8 +175,16 @@ class CpuBackend(_Host):
             scalars, rows = g, 1
         if kernel._module is not None and not args_fit(arrays.values()):
             fn = getattr(kernel._module(), SERIAL if fn is kernel._fn else PARALLEL)
-        for _ in range(rows):
-            fn(*(arrays[b.name] for b in kernel.storage), *scalars)
+        if fn is kernel._fn:
+            for _ in range(rows):
+                fn(*(arrays[b.name] for b in kernel.storage), *scalars)
+        else:
+            # a parallel kernel from machine code runs on numba's workqueue pool, which aborts the
+            # process when two threads enter it at once (threads of a Dask scheduler, say); one
+            # parallel kernel uses every core anyway
+            with _POOL_LOCK:
+                for _ in range(rows):
+                    fn(*(arrays[b.name] for b in kernel.storage), *scalars)
         return self.results(kernel, inputs, arrays)
 
 
