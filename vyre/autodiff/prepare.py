@@ -10,17 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..ir.expr import (
-    Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, InvocationId, LitBool, LitF32, LitF64, LitI32,
-    LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce,
-    SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId,
-)
+from ..ir.expr import Expr, LitBool, UnOp, Var
 from ..ir.functions import inline_nodes
-from ..ir.node import (
-    Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store, walk_nodes,
-)
+from ..ir.node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store, walk_nodes
 from ..ir.ops import UnOpKind
 from ..ir.program import Program
+from ..ir.schema import map_expr
 from .nf import Names
 
 
@@ -37,42 +32,16 @@ def source_names(program: Program) -> set[str]:
 
 
 def _rename_expr(e: Expr, scope: list[dict[str, str]]) -> Expr:
-    def r(x: Expr) -> Expr:
-        return _rename_expr(x, scope)
-
-    match e:
-        case Var(name):
+    """``e`` with every variable renamed as the innermost scope binding it says (a generic
+    rebuild: vyre/ir/schema.py)."""
+    def rename(x: Expr) -> Expr:
+        if isinstance(x, Var):
             for frame in reversed(scope):
-                if name in frame:
-                    return Var(frame[name])
-            return e
-        case (LitBool() | LitI32() | LitU32() | LitF32() | LitF64() | BufLen() | InvocationId()
-              | WorkgroupId() | LocalId() | SubgroupLocalId() | SubgroupSize()):
-            return e
-        case Load(b, i):
-            return Load(b, r(i))
-        case BinOp(op, a, b):
-            return BinOp(op, r(a), r(b))
-        case UnOp(op, a):
-            return UnOp(op, r(a))
-        case Select(c, a, b):
-            return Select(r(c), r(a), r(b))
-        case Cast(t, v):
-            return Cast(t, r(v))
-        case Fma(a, b, c):
-            return Fma(r(a), r(b), r(c))
-        case Atomic(op, buf, i, v, ex):
-            return Atomic(op, buf, r(i), r(v), None if ex is None else r(ex))
-        case SubgroupBallot(c):
-            return SubgroupBallot(r(c))
-        case SubgroupShuffle(v, lane):
-            return SubgroupShuffle(r(v), r(lane))
-        case SubgroupReduce(op, v):
-            return SubgroupReduce(op, r(v))
-        case Call(op_id, args):
-            return Call(op_id, tuple(r(a) for a in args))
-        case _:
-            raise TypeError(f"not a vyre expression: {e!r}")
+                if x.name in frame:
+                    return Var(frame[x.name])
+        return x
+
+    return map_expr(e, rename)
 
 
 def _rename_body(body: tuple[Node, ...], scope: list[dict[str, str]], names: Names) -> tuple[Node, ...]:

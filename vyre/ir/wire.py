@@ -14,7 +14,12 @@ Layout (all integers little-endian)::
     str         u16 byte length | UTF-8 bytes
 
 Every statement and expression is a one-byte tag (:class:`NodeTag`, :class:`ExprTag`) followed by
-its fixed fields and then its children in :func:`vyre.ir.expr.children` order. Enums are written as
+its fields as the IR schema (vyre/ir/schema.py) lists them: an expression writes its fixed fields
+in field order (an optional child as a presence byte, a child tuple as its u32 count), then its
+children in :func:`vyre.ir.expr.children` order; a statement writes its fields in field order (an
+expression where it stands), then its statement lists. The encoder and the decoder are derived
+from the schema (``_WRITERS`` / ``_READERS``, one entry per field kind), so no ``match`` over
+the node classes repeats the layout. Enums are written as
 their integer values (u8; they are the documented wire tags); float literals as their bit patterns,
 so -0.0, NaN payloads and subnormals survive exactly. Every accepted byte string is canonical:
 ``to_wire(from_wire(b)) == b``.
@@ -37,7 +42,7 @@ import enum
 import struct
 from dataclasses import replace
 from collections.abc import Callable, Sequence
-from typing import TypeVar, assert_never
+from typing import Any, TypeVar
 
 import blake3
 
@@ -47,6 +52,7 @@ from .expr import (
     LitF64, LitI32, LitU32, Load, LocalId, Select, SubgroupBallot, SubgroupLocalId, SubgroupReduce,
     SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, children,
 )
+from .schema import EXPR_FIELDS, NODE_FIELDS, F
 from .node import Assign, Barrier, Block, If, Let, Loop, Node, Region, Return, Store
 from .ops import AtomicOp, BinOpKind, UnOpKind
 from .program import BufferAccess, BufferDecl, Program
@@ -130,6 +136,21 @@ NODE_TAGS: dict[type, NodeTag] = {
     Loop: NodeTag.LOOP, Block: NodeTag.BLOCK, Barrier: NodeTag.BARRIER, Return: NodeTag.RETURN,
     Region: NodeTag.REGION,
 }
+
+# How errors name a field: by (class, field), else by field name.
+_FIELD_WHAT: dict[tuple[type, str], str] = {
+    (LitBool, "value"): "LitBool value", (LitI32, "value"): "LitI32 value",
+    (LitU32, "value"): "LitU32 value", (LitF32, "bits"): "LitF32 bits", (LitF64, "bits"): "LitF64 bits",
+    (BinOp, "op"): "binary op", (UnOp, "op"): "unary op", (Cast, "target"): "cast target",
+    (Atomic, "op"): "atomic op", (Atomic, "expected"): "atomic has-expected", (Call, "args"): "argument",
+    (SubgroupReduce, "op"): "subgroup reduce op", (Loop, "var"): "loop variable",
+}
+_NAME_WHAT = {"name": "variable name", "buffer": "buffer name", "op_id": "function id",
+              "axis": "axis", "generator": "region label"}
+
+
+def _what(cls: type, field: str) -> str:
+    return _FIELD_WHAT.get((cls, field)) or _NAME_WHAT.get(field) or f"{cls.__name__} {field}"
 
 
 # Integer value -> member, for every enum that appears on the wire.
@@ -224,45 +245,13 @@ class _Encoder:
 
     def expr_fields(self, e: Expr) -> None:
         """The tag and fixed fields of ``e`` (children follow, written by :meth:`expr`)."""
-        tag = EXPR_TAGS.get(type(e))
-        if tag is None:
+        plan = _EXPR_WRITE.get(type(e))
+        if plan is None:
             raise _err(f"cannot encode {describe(e)}: expected a vyre expression", _FIX_ENCODE)
+        tag, fields = plan
         self.out.append(tag)
-        match e:
-            case LitBool(v):
-                self.flag(v)
-            case LitI32(v):
-                self.out += _i32.pack(v)
-            case LitU32(v):
-                self.u32(v, "LitU32 value")
-            case LitF32(bits=b):
-                self.u32(b, "LitF32 bits")
-            case LitF64(bits=b):
-                self.out += _u64.pack(b)
-            case Var(name) | BufLen(name):
-                self.text(name, MAX_IDENT_BYTES, "name")
-            case Load(buf, _):
-                self.text(buf, MAX_IDENT_BYTES, "buffer name")
-            case InvocationId(axis) | WorkgroupId(axis) | LocalId(axis):
-                self.uint(axis, 2, "axis")
-                self.out.append(axis)
-            case SubgroupLocalId() | SubgroupSize() | Select() | Fma() | SubgroupBallot() | SubgroupShuffle():
-                pass
-            case BinOp(op, _, _) | SubgroupReduce(op, _):
-                self.enum(op, BinOpKind, "binary op")
-            case UnOp(op, _):
-                self.enum(op, UnOpKind, "unary op")
-            case Cast(target, _):
-                self.enum(target, DataType, "cast target")
-            case Atomic(op, buf, _, _, expected):
-                self.enum(op, AtomicOp, "atomic op")
-                self.text(buf, MAX_IDENT_BYTES, "buffer name")
-                self.flag(expected is not None)
-            case Call(op_id, args):
-                self.text(op_id, MAX_IDENT_BYTES, "function id")
-                self.u32(len(args), "argument count")
-            case _:
-                assert_never(e)
+        for name, write, what in fields:
+            write(self, getattr(e, name), what)
 
     def nodes_list(self, body: Sequence[Node]) -> None:
         # Stack items are statements (with depth) or raw count bytes, emitted in pre-order.
@@ -283,38 +272,20 @@ class _Encoder:
                 stack.append(_u32.pack(len(sub)))
 
     def node_fields(self, n: Node) -> tuple[Sequence[Node], ...]:
-        """Write the tag, fixed fields and expressions of ``n``; return its statement lists."""
-        tag = NODE_TAGS.get(type(n))
-        if tag is None:
+        """Write the tag, fixed fields and expressions of ``n`` in field order; return its
+        statement lists."""
+        plan = _NODE_WRITE.get(type(n))
+        if plan is None:
             raise _err(f"cannot encode {describe(n)}: expected a vyre statement", _FIX_ENCODE)
+        tag, fields = plan
         self.out.append(tag)
-        match n:
-            case Let(name, v) | Assign(name, v):
-                self.text(name, MAX_IDENT_BYTES, "variable name")
-                self.expr(v)
-                return ()
-            case Store(buf, i, v):
-                self.text(buf, MAX_IDENT_BYTES, "buffer name")
-                self.expr(i)
-                self.expr(v)
-                return ()
-            case If(c, then, otherwise):
-                self.expr(c)
-                return (then, otherwise)
-            case Loop(name, s, e, body):
-                self.text(name, MAX_IDENT_BYTES, "loop variable")
-                self.expr(s)
-                self.expr(e)
-                return (body,)
-            case Block(body):
-                return (body,)
-            case Region(gen, body):
-                self.text(gen, MAX_LABEL_BYTES, "region label")
-                return (body,)
-            case Barrier() | Return():
-                return ()
-            case _:
-                assert_never(n)
+        bodies: list[Sequence[Node]] = []
+        for name, write, what in fields:
+            if write is None:
+                bodies.append(getattr(n, name))
+            else:
+                write(self, getattr(n, name), what)
+        return tuple(bodies)
 
     def buffer(self, b: BufferDecl) -> None:
         self.text(b.name, MAX_IDENT_BYTES, "buffer name")
@@ -345,6 +316,56 @@ class _Encoder:
             self.flag(g is not None)
             if g is not None:
                 self.expr(g)
+
+
+def _w_i32(enc: _Encoder, v: Any, what: str) -> None:
+    if not isinstance(v, int) or not -(1 << 31) <= v < (1 << 31):
+        raise _err(f"cannot encode {what} {v!r}: expected an int in [-2^31, 2^31)", _FIX_ENCODE)
+    enc.out += _i32.pack(v)
+
+
+def _w_u64(enc: _Encoder, v: Any, what: str) -> None:
+    enc.uint(v, 0xFFFFFFFFFFFFFFFF, what)
+    enc.out += _u64.pack(v)
+
+
+def _w_axis(enc: _Encoder, v: Any, what: str) -> None:
+    enc.uint(v, 2, what)
+    enc.out.append(v)
+
+
+_Writer = Callable[[_Encoder, Any, str], None]
+# How each kind of field is written: fixed fields as their values, an expression where it stands
+# (statements write theirs inline; an expression's children follow it, written by _Encoder.expr),
+# an optional child as its presence flag and a child tuple as its count.
+_WRITERS: dict[F, _Writer] = {
+    F.BOOL: lambda enc, v, what: enc.flag(v),
+    F.I32: _w_i32,
+    F.U32: lambda enc, v, what: enc.u32(v, what),
+    F.BITS32: lambda enc, v, what: enc.u32(v, what),
+    F.BITS64: _w_u64,
+    F.NAME: lambda enc, v, what: enc.text(v, MAX_IDENT_BYTES, what),
+    F.LABEL: lambda enc, v, what: enc.text(v, MAX_LABEL_BYTES, what),
+    F.AXIS: _w_axis,
+    F.BINOP: lambda enc, v, what: enc.enum(v, BinOpKind, what),
+    F.UNOP: lambda enc, v, what: enc.enum(v, UnOpKind, what),
+    F.ATOMIC: lambda enc, v, what: enc.enum(v, AtomicOp, what),
+    F.DTYPE: lambda enc, v, what: enc.enum(v, DataType, what),
+    F.OPT_EXPR: lambda enc, v, what: enc.flag(v is not None),
+    F.EXPRS: lambda enc, v, what: enc.u32(len(v), f"{what} count"),
+    F.EXPR: lambda enc, v, what: enc.expr(v),
+}
+# Per class: its tag and (field, writer, name in errors) for what it writes itself, in field order.
+_EXPR_WRITE: dict[type, tuple[int, tuple[tuple[str, _Writer, str], ...]]] = {
+    cls: (EXPR_TAGS[cls], tuple((name, _WRITERS[kind], _what(cls, name)) for name, kind in spec
+                                if kind is not F.EXPR))
+    for cls, spec in EXPR_FIELDS.items()
+}
+_NODE_WRITE: dict[type, tuple[int, tuple[tuple[str, _Writer | None, str], ...]]] = {
+    cls: (NODE_TAGS[cls], tuple((name, None if kind is F.NODES else _WRITERS[kind], _what(cls, name))
+                                for name, kind in spec))
+    for cls, spec in NODE_FIELDS.items()
+}
 
 
 def _encode_body(p: Program, *, canonical: bool, limits: bool) -> bytes:
@@ -588,59 +609,76 @@ class _Decoder:
         return Program(buffers, wg, entry, functions)
 
 
-def _d_atomic(d: _Decoder, depth: int) -> Expr:
-    op = d.enum(AtomicOp, "atomic op")
-    buf = d.ident("buffer name")
-    has_expected = d.flag("atomic has-expected flag")
-    index, value = d.expr(depth + 1), d.expr(depth + 1)
-    return Atomic(op, buf, index, value, d.expr(depth + 1) if has_expected else None)
-
-
-def _d_call(d: _Decoder, depth: int) -> Expr:
-    op_id = d.ident("function id")
-    n = d.count_items("argument", 1)
-    return Call(op_id, tuple(d.expr(depth + 1) for _ in range(n)))
-
-
-_ExprDecoder = Callable[[_Decoder, int], Expr]
-_EXPR_DECODERS: dict[ExprTag, _ExprDecoder] = {
-    ExprTag.LIT_BOOL: lambda d, k: LitBool(d.flag("LitBool value")),
-    ExprTag.LIT_I32: lambda d, k: LitI32(d.fixed(_i32, "LitI32 value")),
-    ExprTag.LIT_U32: lambda d, k: LitU32(d.u32("LitU32 value")),
-    ExprTag.LIT_F32: lambda d, k: LitF32(bits=d.u32("LitF32 bits")),
-    ExprTag.LIT_F64: lambda d, k: LitF64(bits=d.fixed(_u64, "LitF64 bits")),
-    ExprTag.VAR: lambda d, k: Var(d.ident("variable name")),
-    ExprTag.LOAD: lambda d, k: Load(d.ident("buffer name"), d.expr(k + 1)),
-    ExprTag.BUF_LEN: lambda d, k: BufLen(d.ident("buffer name")),
-    ExprTag.INVOCATION_ID: lambda d, k: InvocationId(d.axis()),
-    ExprTag.WORKGROUP_ID: lambda d, k: WorkgroupId(d.axis()),
-    ExprTag.LOCAL_ID: lambda d, k: LocalId(d.axis()),
-    ExprTag.SUBGROUP_LOCAL_ID: lambda d, k: SubgroupLocalId(),
-    ExprTag.SUBGROUP_SIZE: lambda d, k: SubgroupSize(),
-    ExprTag.BIN_OP: lambda d, k: BinOp(d.enum(BinOpKind, "binary op"), d.expr(k + 1), d.expr(k + 1)),
-    ExprTag.UN_OP: lambda d, k: UnOp(d.enum(UnOpKind, "unary op"), d.expr(k + 1)),
-    ExprTag.SELECT: lambda d, k: Select(d.expr(k + 1), d.expr(k + 1), d.expr(k + 1)),
-    ExprTag.CAST: lambda d, k: Cast(d.enum(DataType, "cast target"), d.expr(k + 1)),
-    ExprTag.FMA: lambda d, k: Fma(d.expr(k + 1), d.expr(k + 1), d.expr(k + 1)),
-    ExprTag.ATOMIC: _d_atomic,
-    ExprTag.SUBGROUP_BALLOT: lambda d, k: SubgroupBallot(d.expr(k + 1)),
-    ExprTag.SUBGROUP_SHUFFLE: lambda d, k: SubgroupShuffle(d.expr(k + 1), d.expr(k + 1)),
-    ExprTag.SUBGROUP_REDUCE: lambda d, k: SubgroupReduce(d.enum(BinOpKind, "subgroup reduce op"),
-                                                         d.expr(k + 1)),
-    ExprTag.CALL: _d_call,
+_Reader = Callable[["_Decoder", str], Any]
+# How each kind of fixed field is read back (the inverse of _WRITERS).
+_READERS: dict[F, _Reader] = {
+    F.BOOL: lambda d, what: d.flag(what),
+    F.I32: lambda d, what: d.fixed(_i32, what),
+    F.U32: lambda d, what: d.u32(what),
+    F.BITS32: lambda d, what: d.u32(what),
+    F.BITS64: lambda d, what: d.fixed(_u64, what),
+    F.NAME: lambda d, what: d.ident(what),
+    F.LABEL: lambda d, what: d.text(MAX_LABEL_BYTES, what),
+    F.AXIS: lambda d, what: d.axis(),
+    F.BINOP: lambda d, what: d.enum(BinOpKind, what),
+    F.UNOP: lambda d, what: d.enum(UnOpKind, what),
+    F.ATOMIC: lambda d, what: d.enum(AtomicOp, what),
+    F.DTYPE: lambda d, what: d.enum(DataType, what),
+    F.OPT_EXPR: lambda d, what: d.flag(what + " flag"),
+    F.EXPRS: lambda d, what: d.count_items(what, 1),
 }
 
-_NodeDecoder = Callable[[_Decoder, int], Node]
-_NODE_DECODERS: dict[NodeTag, _NodeDecoder] = {
-    NodeTag.LET: lambda d, k: Let(d.ident("variable name"), d.expr(1)),
-    NodeTag.ASSIGN: lambda d, k: Assign(d.ident("variable name"), d.expr(1)),
-    NodeTag.STORE: lambda d, k: Store(d.ident("buffer name"), d.expr(1), d.expr(1)),
-    NodeTag.IF: lambda d, k: If(d.expr(1), d.node_list(k + 1), d.node_list(k + 1)),
-    NodeTag.LOOP: lambda d, k: Loop(d.ident("loop variable"), d.expr(1), d.expr(1), d.node_list(k + 1)),
-    NodeTag.BLOCK: lambda d, k: Block(d.node_list(k + 1)),
-    NodeTag.BARRIER: lambda d, k: Barrier(),
-    NodeTag.RETURN: lambda d, k: Return(),
-    NodeTag.REGION: lambda d, k: Region(d.text(MAX_LABEL_BYTES, "region label"), d.node_list(k + 1)),
+
+def _expr_decoder(cls: type) -> Callable[[_Decoder, int], Expr]:
+    """Reads what :meth:`_Encoder.expr_fields` and the children after it wrote, from the schema:
+    the fixed fields (an optional child as its presence flag, a child tuple as its count) in field
+    order, then the children in field order."""
+    spec = EXPR_FIELDS[cls]
+    reads = tuple((name, _READERS[kind], _what(cls, name)) for name, kind in spec if kind is not F.EXPR)
+    has_children = any(kind in (F.EXPR, F.OPT_EXPR, F.EXPRS) for _, kind in spec)
+
+    def decode(d: _Decoder, depth: int) -> Expr:
+        fixed: dict[str, Any] = {}
+        for name, read, what in reads:
+            fixed[name] = read(d, what)
+        for name, kind in spec if has_children else ():
+            if kind is F.EXPR:
+                fixed[name] = d.expr(depth + 1)
+            elif kind is F.OPT_EXPR:
+                fixed[name] = d.expr(depth + 1) if fixed[name] else None
+            elif kind is F.EXPRS:
+                fixed[name] = tuple(d.expr(depth + 1) for _ in range(fixed[name]))
+        out: Expr = cls(**fixed)
+        return out
+
+    return decode
+
+
+def _node_decoder(cls: type) -> Callable[[_Decoder, int], Node]:
+    """Reads what :meth:`_Encoder.node_fields` wrote (and the statement lists after), from the
+    schema, in field order; a statement's expressions start at depth 1."""
+    spec = tuple((name, kind, _READERS.get(kind), _what(cls, name)) for name, kind in NODE_FIELDS[cls])
+
+    def decode(d: _Decoder, depth: int) -> Node:
+        values: dict[str, Any] = {}
+        for name, kind, read, what in spec:
+            if kind is F.EXPR:
+                values[name] = d.expr(1)
+            elif kind is F.NODES:
+                values[name] = d.node_list(depth + 1)
+            else:
+                values[name] = read(d, what)  # type: ignore[misc]
+        out: Node = cls(**values)
+        return out
+
+    return decode
+
+
+_EXPR_DECODERS: dict[ExprTag, Callable[[_Decoder, int], Expr]] = {
+    tag: _expr_decoder(cls) for cls, tag in EXPR_TAGS.items()
+}
+_NODE_DECODERS: dict[NodeTag, Callable[[_Decoder, int], Node]] = {
+    tag: _node_decoder(cls) for cls, tag in NODE_TAGS.items()
 }
 
 
