@@ -131,6 +131,21 @@ def test_no_driver_or_no_device_is_not_available() -> None:
             cuda_driver.install(previous)
 
 
+def test_a_device_error_while_loading_keeps_the_entry(fake: FakeCuda) -> None:
+    key = "d" * 40
+    rec = binary_cache.Record(key, {"entry": ENTRY, "flat": True, "format": cuda_binary.CUDA_BINARY_VERSION},
+                              {cuda_binary.CUBIN: fake_cubin(ENTRY)})
+    assert binary_cache.write("cuda", rec) is not None
+    found = cuda_binary.load(key)
+    assert found is not None
+    fake.fail["cuModuleLoadData"] = 2  # out of memory: the cubin is fine
+    with pytest.raises(CudaDriverError, match="CUDA_ERROR_OUT_OF_MEMORY"):
+        found[0].handle()
+    assert binary_cache.path_for("cuda", key).exists()
+    del fake.fail["cuModuleLoadData"]
+    assert fake.functions[found[0].handle()] == ENTRY
+
+
 def test_the_cubin_loads_once_per_context(fake: FakeCuda) -> None:
     k = cuda_binary.CubinKernel(fake_cubin("a", ENTRY), ENTRY, "k" * 40)
     h = k.handle()

@@ -77,6 +77,13 @@ def _stream_handle(stream: Any) -> int:
     return int(h or 0)
 
 
+#: driver errors that say the image itself is unusable here (CUDA_ERROR_INVALID_VALUE,
+#: INVALID_IMAGE, NO_BINARY_FOR_GPU, INVALID_PTX and JIT_COMPILER_NOT_FOUND / UNSUPPORTED_PTX_VERSION
+#: for bytes the driver took for PTX, INVALID_SOURCE, NOT_FOUND: the entry symbol is missing): the
+#: entry is deleted and the kernel compiled again. Others (memory, a faulted context) are raised.
+REFUSED_IMAGE = frozenset({1, 200, 209, 218, 221, 222, 300, 500})
+
+
 class CubinLoadError(DispatchError):
     """A cached cubin the driver would not load (another GPU or driver than its key says, or a
     damaged image that passed the digest): its entry is deleted and the kernel compiled again."""
@@ -105,7 +112,7 @@ class CubinKernel:
         """The ``CUfunction`` in this thread's current context (the primary context of device 0 is
         made current when there is none), loading the cubin there on first use. A cubin the
         driver refuses raises :class:`CubinLoadError` after deleting its entry."""
-        from .cuda_driver import driver
+        from .cuda_driver import CudaDriverError, driver
 
         drv = driver()
         ctx = drv.current_context()
@@ -121,7 +128,9 @@ class CubinKernel:
                 try:
                     module = drv.load_module(self.cubin)
                     got = (module, drv.module_function(module, self.entry))
-                except DispatchError as e:
+                except CudaDriverError as e:
+                    if e.code not in REFUSED_IMAGE:
+                        raise  # the device's trouble (memory, a faulted kernel), not the cubin's: keep it
                     binary_cache.discard("cuda", self.key)
                     raise CubinLoadError(f"the cached CUDA kernel {self.key} could not be loaded ({e}); its entry "
                                          "was deleted. Fix: dispatch again (it is compiled afresh)") from e
