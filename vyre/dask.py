@@ -215,6 +215,9 @@ def _run_chunk_cuda(wire: bytes, program: Program, chunked: tuple[str, ...], out
     with cupy.cuda.Device(device):
         stream = cupy.cuda.get_current_stream()
         arrays = _arrays_for(program, chunked, outputs, whole, chunks, grid)
+        for name, v in whole.items():  # host tables the program reads: on this GPU, as dispatch would copy them
+            if isinstance(v, np.ndarray) and not program.buffer(name).access.writable:
+                arrays[name] = cupy.asarray(v)
         kernel = _chunk_kernel(wire, "cuda")
         g = grid3(grid)
         if device_launch.launch(kernel, arrays, g, device, stream.ptr):
