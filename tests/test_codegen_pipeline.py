@@ -18,6 +18,7 @@ from tests.example_inputs import example_inputs
 from tests.interleave_cases import CASES
 from tests.strategies import program_and_inputs
 from vyre.codegen.cpu import emit_cpu
+from vyre.codegen.cuda import emit_cuda
 from vyre.codegen.flat import is_tunable
 from vyre.codegen.interleave import (
     INTERLEAVE, AllIf, Finish, Guard, Interleaved, IStep, Scope, Solo, as_body, print_interleaved,
@@ -109,6 +110,7 @@ def _check_interleave(p: Program) -> None:
     plan = lowering_named("interleave").run(p)
     assert isinstance(plan, Interleaved) and plan.k == INTERLEAVE
     assert as_body(plan.steps) == p.entry
+    assert ("_vy_interleaved_py" in emit_cuda(p)) == lowering_named("interleave").applies(p)
     _wrote_checked(plan.steps, False)
     print_interleaved(plan)  # every form prints
 
@@ -153,6 +155,7 @@ def _check_lockstep(program: Program, arrays: dict[str, np.ndarray], grid: Any) 
     assert isinstance(ls, Lockstep)
     assert not any(is_sync(n) for seg in _segments(ls.steps) for n in seg.body)
     _exchanges_read_lane_arrays(ls.steps, set())
+    assert emit_cpu(program).count("def _vy_seg") == len(_segments(ls.steps))  # one function per segment
     back = as_program(ls)  # a barrier after every segment, an exchange as its Let
     back.validate()
     want, got = _run(program, arrays, grid), _run(back, arrays, grid)

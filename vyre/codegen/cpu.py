@@ -5,11 +5,12 @@ Three shapes, chosen from the program:
   of every workgroup; workgroups run in parallel (``prange``) unless the program uses atomics, in which
   case they run serially so that plain read-modify-writes are atomic (flat programs whose atomics
   are reductions run in parallel on private copies instead: cpu_private.py);
-- *lockstep* (barriers or subgroup ops): the body is split at the synchronisation points, which
-  validation only allows at uniform points. Each straight-line stretch becomes a *segment* function
-  run for every lane before the next stretch starts (that is the barrier); locals bound at uniform
-  points live in per-lane arrays; subgroup operations are computed across the lane arrays between
-  segments; uniform loops containing synchronisation become loops around segments.
+- *lockstep* (barriers or subgroup ops): the lockstep pass (vyre/codegen/lockstep.py) splits the
+  body at the synchronisation points, which validation only allows at uniform points; this module
+  prints its steps. Each segment becomes a function run for every lane before the next starts
+  (that is the barrier); locals bound at a segment's top level live in per-lane arrays; subgroup
+  exchanges are computed across the lane arrays between segments; uniform loops containing
+  synchronisation become loops around segments.
 """
 
 from __future__ import annotations
