@@ -13,16 +13,17 @@ and no data to upload, and one backward program serves every trip count and grid
 
 * ``n <= C`` trips: every state is stored in the forward replay (stride 1); the reverse reads
   them back, the whole loop as one segment. Work: one replay + one reverse sweep, O(n).
+* ``n > C``: the replay stores a checkpoint every ``L`` iterations in ``K = C / 2`` slots, with
+  ``L = S = C - K`` (segments as long as the other ``S`` slots hold, so few of them) while
+  ``n <= K * S`` (about ``C^2 / 4``); the reverse handles the segments last to first, replaying
+  each from its checkpoint into the ``S`` segment slots and reversing it from there. Work: about
+  two replays + one reverse sweep, O(n).
+* beyond that, ``L = ceil(n / K)``, and the states of a segment past its first ``S`` are
+  recomputed from the segment's checkpoint (O(n * L / 2) extra work): still exact, slower.
 
 Per iteration, the replay records with a carried countdown and address (no division), and the
-reverse loads the state of the iteration after the current one (in reverse order) one iteration
-ahead, so the tape's latency overlaps the current iteration's work.
-* ``n > C``: the replay stores a checkpoint every ``L = ceil(n / K)`` iterations in ``K = C / 2``
-  slots; the reverse handles the ``K`` segments last to first, replaying each from its checkpoint
-  into the other ``S = C - K`` slots and reversing it from there. Work: about two replays + one
-  reverse sweep, O(n), as long as ``L <= S`` (``n <= K * S``, about ``C^2 / 4``).
-* beyond that, the states of a segment past its first ``S`` are recomputed from the segment's
-  checkpoint (O(n * L / 2) extra work): still exact, slower.
+reverse loads the state it needs next one iteration ahead, so the tape's latency overlaps the
+current iteration's work.
 
 The runner picks ``C`` from a memory budget (:data:`TAPE_BUDGET_BYTES`, at most
 :data:`MAX_STATES`): see :func:`states_for`.

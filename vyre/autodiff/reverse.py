@@ -226,11 +226,17 @@ class _Reverse:
         t = self.tape
         assert t is not None
         n, stride = self.names.fresh("trips"), self.names.fresh("stride")
-        c, k = Var(t.c), Var(t.k)
+        c, k, sl = Var(t.c), Var(t.k), Var(t.s)
+
+        def ceil_div(a: Expr, b: Expr) -> Expr:
+            return _b(BinOpKind.DIV, _b(BinOpKind.ADD, a, _b(BinOpKind.SUB, b, LitU32(1))), b)
+
+        # Past C trips, segments as long as the S segment slots hold (fewest segments, so the
+        # least per-segment work) while the K checkpoint slots suffice; else K segments.
         out: list[Node] = [
             Let(n, Select(_b(BinOpKind.GT, s.end, s.start), _b(BinOpKind.SUB, s.end, s.start), LitU32(0))),
-            Let(stride, Select(_b(BinOpKind.LE, Var(n), c), LitU32(1), _b(BinOpKind.DIV, _b(
-                BinOpKind.ADD, Var(n), _b(BinOpKind.SUB, k, LitU32(1))), k))),
+            Let(stride, Select(_b(BinOpKind.LE, Var(n), c), LitU32(1), Select(
+                _b(BinOpKind.LE, ceil_div(Var(n), sl), k), sl, ceil_div(Var(n), k)))),
         ]
         cols = {cv.name: t.new_buffer(cv.ty) for cv in s.carried}
         t.loops[s.var] = LoopTape(n, stride, cols)
