@@ -27,7 +27,9 @@ from vyre.codegen.lockstep import (
     Exchange, Lockstep, Segment, Step, UniformLoop, UniformScope, as_program, is_sync, needs_lockstep,
     print_lockstep,
 )
-from vyre.codegen.pipeline import LOWERINGS, PIPELINE, lower, lowering_named, pass_named, trace
+from vyre.codegen.pipeline import (
+    LOWERINGS, PIPELINE, interleaved_form, lockstep_form, lower, lowering_named, pass_named, trace,
+)
 from vyre.codegen.simplify import written
 from vyre.errors import CodegenError
 from vyre.examples import EXAMPLES, fused_chain
@@ -186,6 +188,10 @@ def test_lowerings_apply_to_their_forms_only() -> None:
     assert not lowering_named("lockstep").applies(lower(EXAMPLES["saxpy"]()))
     assert lowering_named("interleave").applies(lower(EXAMPLES["saxpy"]()))
     assert not lowering_named("interleave").applies(lower(EXAMPLES["subgroup_sum"]()))
+    for name, make in EXAMPLES.items():  # what the emitters ask for is what the lowerings say
+        p = lower(make())
+        assert (lockstep_form(p) is not None) == lowering_named("lockstep").applies(p), name
+        assert (interleaved_form(p) is not None) == lowering_named("interleave").applies(p), name
     with pytest.raises(CodegenError, match="lockstep"):
         lowering_named("nope")
 

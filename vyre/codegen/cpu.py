@@ -30,9 +30,9 @@ from .flat import is_tunable
 from .cpu_narrow import NARROW_PRELUDE, OPAQUE_IMPORT, CpuEmitter, id_lines
 from .cpu_private import private_atomics, private_parallel_entry
 from .lockstep import (
-    Exchange, Segment, Step, SubgroupOp, UniformLoop, UniformScope, needs_lockstep, split_lockstep,
+    Exchange, Segment, Step, SubgroupOp, UniformLoop, UniformScope,
 )
-from .pipeline import lower
+from .pipeline import lockstep_form, lower
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
 
@@ -443,7 +443,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
     storage_names = [src[b.name] for b in storage]
     all_names = storage_names + [src[b.name] for b in shared]
     has_atomics = uses(program, (Atomic,))
-    lockstep = needs_lockstep(program)
+    steps = lockstep_form(program)  # the lockstep lowering (vyre/codegen/lockstep.py), or None
     par = parallel and not has_atomics
     em = CpuEmitter(program, CpuTarget(), src)
     wg = program.workgroup_size
@@ -488,7 +488,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
                     "        for _g in range(_lo, _hi):", *_indented(inv, 3)]
         out += ["", "", "VYRE_FLAT = True", f"VYRE_PARALLEL = {par}"]
         return _module(cache, out, vectorize)
-    if not lockstep:
+    if steps is None:
         # independent invocations: workgroups in order (or in parallel), lanes in order, inline
         lid_em = Emitter(program, CpuTarget(), src)
         _ids(lid_em, 0, wg)
@@ -504,7 +504,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
         out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
         return _module(cache, out, vectorize)
     ls = _Lockstep(program, em, "_bufs, _lanes")
-    ls.steps(split_lockstep(program).steps, {}, 1)  # the lockstep pass (vyre/codegen/lockstep.py)
+    ls.steps(steps.steps, {}, 1)
     body = em.lines
     lane_names = [a for a, _ in ls.lane_arrays]
     for k, (seg, seg_returns) in enumerate(ls.segments):

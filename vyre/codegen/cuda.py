@@ -12,9 +12,8 @@ from ..ir import (
 )
 from .emit import AtomicSite, CODEGEN_VERSION, Binding, Emitter, SubgroupCode
 from .flat import is_tunable
-from .pipeline import lower
+from .pipeline import interleaved_form, lower
 from .cuda_interleave import InterleavedPrinter
-from .interleave import INTERLEAVE, interleave, worth_interleaving
 from .ops import BINOP_EMIT, CTOR, F32_HELPERS
 from .prelude import PRELUDE
 
@@ -310,14 +309,14 @@ def _emit_flat(program: Program, em: Emitter, target: CudaTarget, storage: list[
     em.emit(0, "_vy_invocation = _dev(_vy_invocation_py)")
     em.emit(0, "")
     em.emit(0, "")
-    k = INTERLEAVE if worth_interleaving(program) else 1
-    if k > 1:
+    plan = interleaved_form(program)  # the interleave lowering (vyre/codegen/interleave.py), or None
+    k = 1 if plan is None else plan.k
+    if plan is not None:
         head(f"_vy_interleaved_py(_g, _stride{sep}{inv_args})")
         for j in range(k):
             em.emit(1, f"_gid0_{j} = uint32(_g + {j} * _stride)")
         solo = f"_vy_invocation(uint32(_g + _q * _stride){sep}{inv_args})"
-        # the interleave pass decides, the printer writes (vyre/codegen/interleave.py)
-        InterleavedPrinter(em, target, interleave(program, k), solo).function_body(1)
+        InterleavedPrinter(em, target, plan, solo).function_body(1)
         em.emit(0, "")
         em.emit(0, "")
         em.emit(0, "_vy_interleaved = _dev(_vy_interleaved_py)")

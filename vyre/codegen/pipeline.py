@@ -30,11 +30,14 @@ from ..errors import CodegenError
 from ..ir import Program
 from .flat import is_tunable
 from .inline import inline_calls
-from .interleave import INTERLEAVE, interleave, print_interleaved, worth_interleaving
-from .lockstep import needs_lockstep, print_lockstep, split_lockstep
+from .interleave import INTERLEAVE, Interleaved, interleave, print_interleaved, worth_interleaving
+from .lockstep import Lockstep, needs_lockstep, print_lockstep, split_lockstep
 from .simplify import simplify
 
-__all__ = ["LOWERINGS", "PIPELINE", "Lowering", "Pass", "lower", "lowering_named", "pass_named", "trace"]
+__all__ = [
+    "LOWERINGS", "PIPELINE", "Lowering", "Pass", "interleaved_form", "lockstep_form", "lower", "lowering_named",
+    "pass_named", "trace",
+]
 
 
 @dataclass(frozen=True)
@@ -88,12 +91,27 @@ class Lowering:
     doc: str
 
 
+def _interleaves(program: Program) -> bool:
+    return is_tunable(program) and worth_interleaving(program)
+
+
+def lockstep_form(program: Program) -> Lockstep | None:
+    """The CPU emitter's input for :func:`lower`'s ``program``: its lockstep form, or None when it
+    has no barrier or subgroup operation (the ``lockstep`` lowering)."""
+    return split_lockstep(program) if needs_lockstep(program) else None
+
+
+def interleaved_form(program: Program) -> Interleaved | None:
+    """The CUDA flat emitter's interleaved body for :func:`lower`'s ``program``, or None when the
+    program is not flat or not worth it (the ``interleave`` lowering)."""
+    return interleave(program, INTERLEAVE) if _interleaves(program) else None
+
+
 LOWERINGS: tuple[Lowering, ...] = (
     Lowering("lockstep", "cpu", needs_lockstep, split_lockstep, print_lockstep,
              "cut a program with barriers or subgroup operations into segments run for every lane, "
              "subgroup exchanges and uniform loops"),
-    Lowering("interleave", "cuda", lambda p: is_tunable(p) and worth_interleaving(p),
-             lambda p: interleave(p, INTERLEAVE), print_interleaved,
+    Lowering("interleave", "cuda", _interleaves, lambda p: interleave(p, INTERLEAVE), print_interleaved,
              "run K invocations of a flat program statement by statement in one thread, handing the "
              "group to the one-by-one path where they disagree"),
 )
