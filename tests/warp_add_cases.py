@@ -13,7 +13,7 @@ from vyre.autodiff import grad
 from vyre.examples import matvec
 from vyre.ir import (
     F32, F64, I32, U32, DataType, LitI32, LitU32, Program, atomic_add, barrier, buflen, gid, if_, let, lid,
-    output, read, store, var, workgroup,
+    loop, output, read, store, var, workgroup,
 )
 
 #: name -> (PTX must contain, PTX must not contain)
@@ -27,6 +27,7 @@ PTX_EXPECT: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "warp_count_i32": (("match.any.sync", "popc", "atom.global.add.u32"), ()),  # PTX adds s32 as u32
     "int_add_not_constant": (("atom.global.add.u32",), ("match.any.sync", "vote.sync")),
     "count_many_bins": (("atom.global.add.u32",), ("match.any.sync",)),  # above WARP_COUNT_MAX_BINS
+    "lane_distinct_scatter": (("atom.global.add.f32",), ("vote.sync", "shfl.sync")),  # lanes.py
 }
 
 
@@ -88,6 +89,7 @@ def ptx_programs() -> list[tuple[str, Program]]:
         ("warp_count_i32", count(I32, 5, -3)),
         ("int_add_not_constant", scatter(U32, 4, 64)),
         ("count_many_bins", count(U32, 4096, 1)),
+        ("lane_distinct_scatter", loop_scatter()),
     ]
 
 
@@ -121,3 +123,15 @@ def gpu_cases(n: int = 1 << 16) -> list[tuple[str, Program, dict[str, np.ndarray
                             exact.astype(np.uint32).view(t.np_dtype).astype(np.float64)))
     return out
 
+
+
+def loop_scatter() -> Program:
+    """The reverse loop's gradient scatter shape: ``out[(i + j) % len(out)] += x[i]`` over a loop
+    ``j``: every lane of a warp adds to its own element, so the add stays a plain atomic."""
+    x, n, out = read("x", 0, F32), read("n", 1, U32), output("out", 2, F32)
+    i, j = var("i"), var("j")
+    return Program.wrapped([x, n, out], 64, [
+        let("i", gid()),
+        if_(i.lt(buflen(x)), [loop("j", 0, n[0], [let("k", (i + j) % buflen(out)),
+                                                  let("unused", atomic_add(out, var("k"), x[i]))])]),
+    ])

@@ -99,9 +99,10 @@ class CudaTarget:
 
     def atomic(self, site: AtomicSite, buf: str, idx: str, val: str, expected: str | None, zero: str) -> str:
         op = site.op
-        if op is AtomicOp.ADD and not site.result_used and not self.emulate_subgroups:
+        if op is AtomicOp.ADD and not site.result_used and not self.emulate_subgroups and not site.lanes_distinct:
             # a gradient scatter (whole warps often add to one address), or a count into few bins
-            # (lanes adding a constant to one bin add once for all): docs/codegen.md
+            # (lanes adding a constant to one bin add once for all): docs/codegen.md. Not where
+            # the lanes add to different elements (gid-indexed): the check would be pure latency.
             helper = None
             if site.element.is_float:
                 helper = "_vy_warp_add"

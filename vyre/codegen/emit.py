@@ -22,6 +22,7 @@ from ..ir import (
     walk_nodes,
 )
 from ..ir.typing import expr_type
+from .lanes import LaneKind, LaneKinds
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 
 CODEGEN_VERSION = 13
@@ -59,6 +60,7 @@ class AtomicSite:
     count: int  # the buffer's static element count; 0 when it is sized at dispatch
     result_used: bool  # does any expression read the old value?
     constant_value: bool  # is the operand an integer literal?
+    lanes_distinct: bool = False  # do the lanes of a warp add to different elements? (lanes.py)
 
 
 class Target(Protocol):
@@ -142,6 +144,8 @@ class Emitter:
     read: set[str] = field(default_factory=set)
     # locals whose value is a compile-time constant (never assigned, bound to literals): source -> value
     consts: dict[str, Expr] = field(default_factory=dict)
+    # how locals vary across a warp's lanes (vyre/codegen/lanes.py): what an atomic's index is
+    lanes: LaneKinds = field(default_factory=LaneKinds)
 
     def __post_init__(self) -> None:
         self.mutable = assigned_names(self.program.entry)
@@ -291,6 +295,8 @@ class Emitter:
                         self.len_alias[dest] = value.buffer
                     if const is not None:
                         self.consts[dest] = const
+                    if name not in self.mutable:
+                        self.lanes.record(dest, self.lane_kind(value, scope))
                     self.emit(indent, f"{dest} = {rhs}")
             case Assign(name, value):
                 self.emit(indent, f"{scope[name].src} = {self.expr(value, scope)}")
@@ -321,6 +327,9 @@ class Emitter:
                 inner = dict(scope)
                 self.emit(indent, f"for {it} in range(int64({s}), int64({e})):")
                 src = self.bind_local(var, DataType.U32, inner)
+                if var not in self.mutable and all(
+                        self.lane_kind(x, scope) is LaneKind.UNIFORM for x in (start, end)):
+                    self.lanes.record(src, LaneKind.UNIFORM)
                 self.emit(indent + 1, f"{src} = uint32({it})")
                 saved = self.facts
                 bound = self.len_of(end, scope)
@@ -345,9 +354,14 @@ class Emitter:
     def atomic(self, a: Atomic, scope: dict[str, Binding], result_used: bool = True) -> str:
         d = self.decl(a.buffer)
         ex = None if a.expected is None else self.expr(a.expected, scope)
-        site = AtomicSite(a.op, d.element, d.count, result_used, isinstance(a.value, (LitI32, LitU32)))
+        site = AtomicSite(a.op, d.element, d.count, result_used, isinstance(a.value, (LitI32, LitU32)),
+                          self.lane_kind(a.index, scope) is LaneKind.DISTINCT)
         return self.target.atomic(site, self.buffer_src[a.buffer], self.expr(a.index, scope),
                                   self.expr(a.value, scope), ex, zero_of(d.element))
+
+    def lane_kind(self, e: Expr, scope: dict[str, Binding]) -> LaneKind:
+        """How ``e`` varies across a warp's lanes (vyre/codegen/lanes.py)."""
+        return self.lanes.of(e, {n: b.src for n, b in scope.items() if n not in self.mutable})
 
     # ---- bounds facts ------------------------------------------------------------------
     def len_of(self, e: Expr, scope: dict[str, Binding]) -> str | None:
