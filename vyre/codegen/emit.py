@@ -25,7 +25,7 @@ from ..ir.typing import expr_type
 from .lanes import LaneKind, LaneKinds
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 
-CODEGEN_VERSION = 13
+CODEGEN_VERSION = 14
 
 
 @dataclass(frozen=True, slots=True)
