@@ -24,34 +24,35 @@ statement is built until a contribution exists). Across control flow:
 * An output element may be stored more than once per invocation only if the stores are provably
   to different elements or on exclusive branches; otherwise a ``stored_<out>`` flag buffer makes
   only the last store (in forward order) receive the cotangent.
+
+This module holds ``grad`` (building the backward program) and the walk over the statement kinds;
+the adjoint bookkeeping they share is in :mod:`vyre.autodiff.adjoints`, the reversal of loops
+(taped and recomputed) in :mod:`vyre.autodiff.loop_reverse`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from ..ir.expr import (
     Atomic, BinOp, BufLen, Call, Cast, Expr, Fma, InvocationId, LitF32, LitF64, LitU32, Load, Select,
-    SubgroupReduce, SubgroupShuffle, UnOp, Var, children, lit,
+    SubgroupReduce, SubgroupShuffle, UnOp, Var, lit,
 )
 from ..errors import AutodiffError
 from ..ir._checks import MAX_BUFFERS, MAX_WORKGROUP_BYTES
 from ..ir.functions import substitute
-from ..ir.node import Assign, Barrier, If, Let, Loop, Node, Store
+from ..ir.node import Barrier, If, Let, Node, Store
 from ..ir.ops import AtomicOp, BinOpKind, UnOpKind
 from ..ir.program import BufferAccess, BufferDecl, Program
 from ..ir.types import DataType
+from .adjoints import Env, private_key
 from .checks import as_program, check_grad_forward, check_request
 from .custom import call_contribs, custom_ids, inline_calls
-from .checkpoint import LoopTape, TapePlan
+from .checkpoint import TapePlan
 from .dce import eliminate_dead_code
-from .marks import needs_marks
-from .nf import (
-    Carry, Names, NBarrier, NIf, NLet, NLoop, NStmt, NStore, Replay, active_names, buffer_loads, defined,
-    emit, free_vars, is_atom, parallel_assign, rename,
-)
+from .loop_reverse import LoopReverse
+from .nf import Names, NBarrier, NIf, NLet, NLoop, NStmt, NStore, Replay, defined, emit, rename
 from .prepare import inline_and_rename, remove_returns, source_names
 from .rules import BINOP_DERIV, UNOP_DERIV, BinDiff, Ctx, UnDiff, fma_contribs, select_contribs
 from .schedule import loads_first
@@ -63,144 +64,8 @@ GRAD_PREFIX = "grad_"
 STORED_PREFIX = "stored_"
 
 
-@dataclass
-class _Env:
-    """Adjoints at one nesting level: symbolic ones (atoms) and outer ones being accumulated."""
-
-    adj: dict[str, Expr] = field(default_factory=dict)
-    acc: dict[str, str] = field(default_factory=dict)
-
-
-def _private_key(buf: str) -> str:
-    return "@" + buf  # never a variable name
-
-
-class _Reverse:
-    def __init__(self, program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType],
-                 names: Names, outputs: list[str], inputs: list[str], *, private_ok: bool,
-                 tape: TapePlan | None = None) -> None:
-        self.program = program
-        self.tape = tape
-        self.names = names
-        self.outputs = set(outputs)
-        self.inputs = set(inputs)
-        self.types = dict(types)
-        self.shared = frozenset(b.name for b in program.buffers if b.is_workgroup)
-        active_bufs = set(self.inputs)
-        self.active = active_names(stmts, active_bufs, self.types, self.shared)
-        # Active workgroup buffers get adjoint buffers in workgroup memory (see :meth:`grad_wg`).
-        taken = {b.name for b in program.buffers}
-        self.adj_wg: dict[str, str] = {}
-        for w in sorted(active_bufs & self.shared):
-            name = next(n for n in (f"adj_{w}", *(f"adj{k}_{w}" for k in range(1, 1000))) if n not in taken)
-            taken.add(name)
-            self.adj_wg[w] = name
-        self.exports: dict[str, str] = {}
-        self.decls: list[Node] = []
-        loads = buffer_loads(stmts)
-        self.private = {b for b in inputs if private_ok
-                        and all(ld.index == InvocationId(0) for ld in loads if ld.buffer == b)}
-        self.marked = {b for b in outputs if needs_marks(stmts, b)}
-        # Adjoint variables that may hold a structural zero (an untaken select arm, an If or a
-        # loop that contributed nothing): rules applied to them keep the zero exact.
-        self.zeroable: set[str] = set()
-        for b in self.private:
-            self.types[_private_key(b)] = program.buffer(b).element
-
-    # -- helpers ------------------------------------------------------------------------------
-
-    def ty(self, name: str) -> DataType:
-        return self.types[self.names.root(name)] if not name.startswith("@") else self.types[name]
-
-    def is_active(self, name: str) -> bool:
-        return name.startswith("@") or self.names.root(name) in self.active
-
-    def zero(self, name: str) -> Expr:
-        return lit(0.0, self.ty(name))
-
-    def atomize(self, e: Expr, out: list[Node], hint: str = "adj") -> Expr:
-        if is_atom(e):
-            return e
-        name = self.names.fresh(hint)
-        out.append(Let(name, e))
-        return Var(name)
-
-    def may_be_zero(self, e: Expr) -> bool:
-        """Whether adjoint ``e`` may be a structural zero (see :attr:`zeroable`)."""
-        if isinstance(e, Var):
-            return e.name in self.zeroable
-        if isinstance(e, Select) or _is_zero(e):
-            return True
-        return any(self.may_be_zero(x) for x in children(e) if not isinstance(x, Load))
-
-    def atomize_adj(self, e: Expr, out: list[Node], zeroable: bool) -> Expr:
-        v = self.atomize(e, out)
-        if zeroable and isinstance(v, Var):
-            self.zeroable.add(v.name)
-        return v
-
-    def contribute(self, env: _Env, out: list[Node], target: Expr | str, d: Expr) -> None:
-        """Add ``d`` to the adjoint of ``target`` (a variable, or a literal that takes nothing)."""
-        if isinstance(target, str):
-            name = target
-        elif isinstance(target, Var):
-            name = target.name
-        else:
-            return
-        if not self.is_active(name):
-            return
-        z = self.may_be_zero(d)
-        if name in env.acc:
-            a = env.acc[name]
-            out.append(Assign(a, BinOp(BinOpKind.ADD, Var(a), d)))
-        elif name in env.adj:
-            prev = env.adj[name]
-            env.adj[name] = self.atomize_adj(BinOp(BinOpKind.ADD, prev, d), out,
-                                             z or self.may_be_zero(prev))
-        else:
-            env.adj[name] = self.atomize_adj(d, out, z)
-
-    def open_scope(self, env: _Env, out: list[Node], targets: set[str]) -> tuple[_Env, dict[str, str]]:
-        """Accumulators for the outer adjoints a nested construct may add to."""
-        child = _Env({}, dict(env.acc))
-        new: dict[str, str] = {}
-        for v in sorted(targets):
-            if v in env.acc or not self.is_active(v):
-                continue
-            a = self.names.fresh("acc")
-            out.append(Let(a, env.adj.get(v, self.zero(v))))
-            self.zeroable.add(a)  # the construct may add nothing (branch not taken, no trips)
-            child.acc[v] = a
-            new[v] = a
-        return child, new
-
-    def close_scope(self, env: _Env, new: dict[str, str]) -> None:
-        for v, a in new.items():
-            env.adj[v] = Var(a)
-
-    def targets(self, stmts: tuple[NStmt, ...], extra: set[str]) -> set[str]:
-        found = {v for v in free_vars(stmts) | extra if self.is_active(v)}
-        found |= {_private_key(ld.buffer) for ld in buffer_loads(stmts) if ld.buffer in self.private}
-        return found
-
-    def has_store(self, stmts: tuple[NStmt, ...]) -> bool:
-        """Whether ``stmts`` seed adjoints themselves (stores or atomic adds into outputs or
-        active workgroup memory), so their reverse is needed even without incoming adjoints."""
-        for s in stmts:
-            match s:
-                case NStore(buf, _, _) if buf in self.outputs or buf in self.adj_wg:
-                    return True
-                case NLet(_, _, Atomic(_, buf, _, _, _)) if buf in self.outputs or buf in self.adj_wg:
-                    return True
-                case NIf(_, t, o, _):
-                    if self.has_store(t) or self.has_store(o):
-                        return True
-                case NLoop(_, _, _, b, _):
-                    if self.has_store(b):
-                        return True
-                case _:
-                    pass
-        return False
+class _Reverse(LoopReverse):
+    """The reverse walk: the forward replay and the adjoint of each statement kind."""
 
     # -- replay -------------------------------------------------------------------------------
 
@@ -221,44 +86,9 @@ class _Reverse:
                 out += emit((s,), self.names, stores=stores, replay=rp)
         return out
 
-    def taped_loop(self, s: NLoop, stores: bool) -> list[Node]:
-        """The loop, storing its carried values at the start of every ``stride``-th iteration."""
-        t = self.tape
-        assert t is not None
-        n, stride = self.names.fresh("trips"), self.names.fresh("stride")
-        c, k, sl = Var(t.c), Var(t.k), Var(t.s)
-
-        def ceil_div(a: Expr, b: Expr) -> Expr:
-            return _b(BinOpKind.DIV, _b(BinOpKind.ADD, a, _b(BinOpKind.SUB, b, LitU32(1))), b)
-
-        # Past C trips, segments as long as the S segment slots hold (fewest segments, so the
-        # least per-segment work) while the K checkpoint slots suffice; else K segments.
-        out: list[Node] = [
-            Let(n, Select(_b(BinOpKind.GT, s.end, s.start), _b(BinOpKind.SUB, s.end, s.start), LitU32(0))),
-            Let(stride, Select(_b(BinOpKind.LE, Var(n), c), LitU32(1), Select(
-                _b(BinOpKind.LE, ceil_div(Var(n), sl), k), sl, ceil_div(Var(n), k)))),
-        ]
-        cols = {cv.name: t.new_buffer(cv.ty) for cv in s.carried}
-        t.loops[s.var] = LoopTape(n, stride, cols)
-        out += [Let(cv.name, cv.entry) for cv in s.carried]
-        # Every stride-th state goes to the next slot: a countdown to the next record and the
-        # record's address (slot * G + invocation) are carried, so an iteration costs a compare
-        # and a decrement instead of a division and a remainder.
-        due, at = self.names.fresh("due"), self.names.fresh("at")
-        out += [Let(due, LitU32(0)), Let(at, InvocationId(0))]
-        record = If(_b(BinOpKind.EQ, Var(due), LitU32(0)), (
-            If(t.owned(), tuple(t.store_at(cols[cv.name], Var(at), Var(cv.name), cv.ty) for cv in s.carried)),
-            Assign(at, _b(BinOpKind.ADD, Var(at), Var(t.g))),
-            Assign(due, Var(stride))))
-        body: list[Node] = [record, Assign(due, _b(BinOpKind.SUB, Var(due), LitU32(1))),
-                            *emit(s.body, self.names, stores=stores)]
-        body += parallel_assign([(cv.name, cv.next) for cv in s.carried], self.names)
-        out.append(Loop(s.var, s.start, s.end, tuple(body)))
-        return out
-
     # -- statements ---------------------------------------------------------------------------
 
-    def block(self, stmts: tuple[NStmt, ...], env: _Env, out: list[Node]) -> None:
+    def block(self, stmts: tuple[NStmt, ...], env: Env, out: list[Node]) -> None:
         for s in reversed(stmts):
             match s:
                 case NLet(_, _, Atomic()):
@@ -276,7 +106,7 @@ class _Reverse:
                 case _:
                     raise TypeError(f"not a normal-form statement: {s!r}")
 
-    def let(self, s: NLet, env: _Env, out: list[Node]) -> None:
+    def let(self, s: NLet, env: Env, out: list[Node]) -> None:
         d = env.adj.get(s.name)
         if d is None:
             return
@@ -302,7 +132,7 @@ class _Reverse:
                 if buf not in self.inputs:
                     return
                 if buf in self.private:
-                    self.contribute(env, out, _private_key(buf), d)
+                    self.contribute(env, out, private_key(buf), d)
                 else:
                     out.append(Let(self.names.fresh("scatter"),
                                    Atomic(AtomicOp.ADD, GRAD_PREFIX + buf, idx, d)))
@@ -340,7 +170,7 @@ class _Reverse:
     def ty_of_buf(self, buf: str) -> DataType:
         return self.program.buffer(buf).element
 
-    def atomic(self, s: NLet, env: _Env, out: list[Node]) -> None:
+    def atomic(self, s: NLet, env: Env, out: list[Node]) -> None:
         """An atomic add whose old value is unused (the checks refuse every other atomic on an
         active buffer): each contribution receives the cotangent of its target element."""
         at = s.value
@@ -355,13 +185,13 @@ class _Reverse:
             self.zeroable.add(d)
             self.contribute(env, out, at.value, Var(d))
 
-    def subgroup(self, s: NLet, value: Expr, d: Expr, env: _Env, out: list[Node]) -> None:
+    def subgroup(self, s: NLet, value: Expr, d: Expr, env: Env, out: list[Node]) -> None:
         """Adjoints of subgroup ops (:func:`.sync_reverse.subgroup_adjoint`)."""
         stmts, operand, contrib = subgroup_adjoint(value, s.name, s.ty, self.atomize(d, out), self.names)
         out += stmts
         self.contribute(env, out, operand, contrib)
 
-    def store(self, s: NStore, env: _Env, out: list[Node]) -> None:
+    def store(self, s: NStore, env: Env, out: list[Node]) -> None:
         if s.buffer in self.adj_wg:
             # The stored value takes the element's adjoint; the overwritten value's is zero.
             adj = self.adj_wg[s.buffer]
@@ -381,7 +211,7 @@ class _Reverse:
             cot = Select(BinOp(BinOpKind.EQ, Var(m), LitU32(0)), cot, zero)
         self.contribute(env, out, s.value, cot)
 
-    def if_(self, s: NIf, env: _Env, out: list[Node]) -> None:
+    def if_(self, s: NIf, env: Env, out: list[Node]) -> None:
         seeds = [(p, env.adj[p.name]) for p in s.phis if p.name in env.adj]
         if not seeds and not self.has_store(s.then + s.other):
             return
@@ -394,168 +224,13 @@ class _Reverse:
             subst: dict[str, Expr] = {}
             copy = rename(stmts, subst, self.names)
             body = self.replay(copy)
-            child = _Env({}, dict(child_proto.acc))
+            child = Env({}, dict(child_proto.acc))
             for p, d in seeds:
                 self.contribute(child, body, substitute(pick(p), subst), d)
             self.block(copy, child, body)
             branches.append(body)
         out.append(If(s.cond, tuple(branches[0]), tuple(branches[1])))
         self.close_scope(env, new)
-
-    def loop(self, s: NLoop, env: _Env, out: list[Node]) -> None:
-        live = [c for c in s.carried if self.is_active(c.name) and c.name in env.adj]
-        if not live and not self.has_store(s.body):
-            return
-        act_carried = [c for c in s.carried if self.is_active(c.name)]
-        extra = {c.next.name for c in s.carried if isinstance(c.next, Var)} - defined(s.body)
-        inner_defs = {s.var} | {c.name for c in s.carried}
-        child_targets = self.targets(s.body, extra) - inner_defs
-        if self.tape is not None and s.var in self.tape.loops:
-            self.loop_taped(s, env, out, act_carried, child_targets)
-            return
-        child_proto, new = self.open_scope(env, out, child_targets)
-        adjc = {}
-        for c in act_carried:
-            adjc[c.name] = self.names.fresh("adjc")
-            self.zeroable.add(adjc[c.name])
-            out.append(Let(adjc[c.name], env.adj.get(c.name, lit(0.0, c.ty))))
-        k, i, j = self.names.fresh("rk"), self.names.copy_of(s.var), self.names.copy_of(s.var)
-        one = LitU32(1)
-        it: list[Node] = [Let(i, BinOp(BinOpKind.ADD, BinOp(BinOpKind.SUB, BinOp(
-            BinOpKind.SUB, s.end, one), Var(k)), s.start))]
-        cc = {c.name: self.names.copy_of(c.name) for c in s.carried}
-        it += [Let(cc[c.name], c.entry) for c in s.carried]
-        if s.carried:
-            # Restore the carried values at the start of iteration i by re-running start .. i-1.
-            sub1: dict[str, Expr] = {s.var: Var(j), **{n: Var(m) for n, m in cc.items()}}
-            pre = rename(s.body, sub1, self.names)
-            pre_body = emit(pre, self.names, stores=False)
-            pre_body += parallel_assign([(cc[c.name], substitute(c.next, sub1)) for c in s.carried],
-                                        self.names)
-            it.append(Loop(j, s.start, Var(i), tuple(pre_body)))
-        sub2: dict[str, Expr] = {s.var: Var(i), **{n: Var(m) for n, m in cc.items()}}
-        copy = rename(s.body, sub2, self.names)
-        it += emit(copy, self.names, stores=False)
-        child = _Env({}, dict(child_proto.acc))
-        for c in act_carried:
-            self.contribute(child, it, substitute(c.next, sub2), Var(adjc[c.name]))
-        self.block(copy, child, it)
-        # Every carried adjoint moves to the previous iteration at once (a swap a, b = b, a).
-        it += parallel_assign([(adjc[c.name], child.adj.get(cc[c.name], lit(0.0, c.ty)))
-                               for c in act_carried], self.names)
-        out.append(Loop(k, s.start, s.end, tuple(it)))
-        # Close first: an entry value may itself be one of the accumulated targets.
-        self.close_scope(env, new)
-        for c in act_carried:
-            self.contribute(env, out, c.entry, Var(adjc[c.name]))
-
-    def loop_taped(self, s: NLoop, env: _Env, out: list[Node], act_carried: list[Carry],
-                   child_targets: set[str]) -> None:
-        """Reverse a loop whose replay taped its carried values (see :mod:`.checkpoint`):
-        segments last to first; a segment of more than one iteration is first replayed from
-        its checkpoint into the segment slots; then its iterations are reversed, each restoring
-        its carried values from the tape, recomputing its locals and running its adjoint."""
-        t = self.tape
-        assert t is not None
-        lt = t.loops[s.var]
-        fresh = self.names.fresh
-        u32 = LitU32
-        n, stride = Var(lt.trips), Var(lt.stride)
-        kk, ss = Var(t.k), Var(t.s)
-        child_proto, new = self.open_scope(env, out, child_targets)
-        adjc: dict[str, str] = {}
-        for c in act_carried:
-            adjc[c.name] = fresh("adjc")
-            d0 = env.adj.get(c.name, lit(0.0, c.ty))
-            if self.may_be_zero(d0):  # else only if the body can make it zero (below)
-                self.zeroable.add(adjc[c.name])
-            out.append(Let(adjc[c.name], d0))
-        # Segments: with every state on the tape (stride 1, n <= C) the whole loop is one
-        # segment whose state t sits in slot t; else segment ``seg`` (``stride`` iterations from
-        # checkpoint slot ``seg``) is first replayed into the segment slots K, K+1, ...
-        multi, seglen, nseg = fresh("multi"), fresh("seglen"), fresh("nseg")
-        out += [Let(multi, _b(BinOpKind.GT, stride, u32(1))),
-                Let(seglen, Select(Var(multi), stride, n)),
-                Let(nseg, Select(_b(BinOpKind.EQ, n, u32(0)), u32(0), Select(Var(multi), _b(
-                    BinOpKind.DIV, _b(BinOpKind.ADD, n, _b(BinOpKind.SUB, stride, u32(1))), stride), u32(1))))]
-        rs, seg_i, base, ln = fresh("rs"), fresh("seg"), fresh("base"), fresh("len")
-        seg: list[Node] = [
-            Let(seg_i, _b(BinOpKind.SUB, _b(BinOpKind.SUB, Var(nseg), u32(1)), Var(rs))),
-            Let(base, _b(BinOpKind.MUL, Var(seg_i), Var(seglen))),
-            Let(ln, _b(BinOpKind.MIN, Var(seglen), _b(BinOpKind.SUB, n, Var(base)))),
-        ]
-        first = _b(BinOpKind.ADD, s.start, Var(base))
-
-        def advance(state: dict[str, str], var: Expr, record: list[Node]) -> list[Node]:
-            sub: dict[str, Expr] = {s.var: var, **{c.name: Var(state[c.name]) for c in s.carried}}
-            copy = rename(s.body, sub, self.names)
-            body = record + emit(copy, self.names, stores=False)
-            return body + parallel_assign([(state[c.name], substitute(c.next, sub)) for c in s.carried],
-                                          self.names)
-
-        def slot(k: Expr) -> Expr:
-            """The slot holding the state at the start of the segment's iteration ``k``: the
-            segment slots (the checkpoint, to recompute from, past the first S of them)."""
-            return Select(Var(multi), Select(_b(BinOpKind.LT, k, ss), _b(BinOpKind.ADD, kk, k), Var(seg_i)), k)
-
-        # Replay the segment from its checkpoint, storing the states that fit the segment slots.
-        st = {c.name: self.names.copy_of(c.name) for c in s.carried}
-        seg += [Let(st[c.name], t.load(lt.columns[c.name], Var(seg_i), c.ty)) for c in s.carried]
-        j = fresh("rj")
-        rec: list[Node] = [If(_b(BinOpKind.AND, _b(BinOpKind.LT, Var(j), ss), t.owned()), tuple(
-            t.store(lt.columns[c.name], _b(BinOpKind.ADD, kk, Var(j)), Var(st[c.name]), c.ty)
-            for c in s.carried))]
-        seg.append(Loop(j, u32(0), Select(Var(multi), Var(ln), u32(0)),
-                        tuple(advance(st, _b(BinOpKind.ADD, first, Var(j)), rec))))
-        # Reverse the segment's iterations. The state of the next one (t - 1) is loaded one
-        # iteration ahead, so the tape's memory latency overlaps this iteration's work instead
-        # of stalling its start.
-        pre = {c.name: fresh("pre") for c in s.carried}
-        seg += [Let(pre[c.name], t.load(lt.columns[c.name], slot(_b(BinOpKind.SUB, Var(ln), u32(1))), c.ty))
-                for c in s.carried]
-        r2, tt, nxt = fresh("rt"), fresh("t"), fresh("tnext")
-        it: list[Node] = [
-            Let(tt, _b(BinOpKind.SUB, _b(BinOpKind.SUB, Var(ln), u32(1)), Var(r2))),
-            Let(nxt, Select(_b(BinOpKind.GT, Var(tt), u32(0)), _b(BinOpKind.SUB, Var(tt), u32(1)), u32(0))),
-        ]
-        cc = {c.name: self.names.copy_of(c.name) for c in s.carried}
-        it += [Let(cc[c.name], Var(pre[c.name])) for c in s.carried]
-        it += [Assign(pre[c.name], t.load(lt.columns[c.name], slot(Var(nxt)), c.ty)) for c in s.carried]
-        # States past the segment slots (more than about C^2/4 trips) are recomputed from the
-        # segment's checkpoint (the slot read for them).
-        f = fresh("rf")
-        far = _b(BinOpKind.AND, Var(multi), _b(BinOpKind.GE, Var(tt), ss))
-        it.append(Loop(f, u32(0), Select(far, Var(tt), u32(0)),
-                       tuple(advance(cc, _b(BinOpKind.ADD, first, Var(f)), []))))
-        head = it
-        for _ in range(2):
-            # Built once assuming the carried adjoints are never a structural zero; if the body
-            # can make one zero (an untaken select arm), rebuilt with their rules guarded.
-            it = list(head)
-            i = self.names.copy_of(s.var)
-            it.append(Let(i, _b(BinOpKind.ADD, first, Var(tt))))
-            sub2: dict[str, Expr] = {s.var: Var(i), **{n_: Var(m) for n_, m in cc.items()}}
-            copy = rename(s.body, sub2, self.names)
-            it += self.replay(copy)
-            child = _Env({}, dict(child_proto.acc))
-            for c in act_carried:
-                self.contribute(child, it, substitute(c.next, sub2), Var(adjc[c.name]))
-            self.block(copy, child, it)
-            nexts = [(adjc[c.name], child.adj.get(cc[c.name], lit(0.0, c.ty))) for c in act_carried]
-            late = [a for a, d in nexts if a not in self.zeroable and self.may_be_zero(d)]
-            if not late:
-                break
-            self.zeroable.update(late)
-        it += parallel_assign(nexts, self.names)
-        seg.append(Loop(r2, u32(0), Var(ln), tuple(it)))
-        out.append(Loop(rs, u32(0), Var(nseg), tuple(seg)))
-        self.close_scope(env, new)
-        for c in act_carried:
-            self.contribute(env, out, c.entry, Var(adjc[c.name]))
-
-
-def _b(op: BinOpKind, a: Expr, b: Expr) -> BinOp:
-    return BinOp(op, a, b)
 
 
 def _identity(e: Expr) -> Expr:
@@ -580,10 +255,6 @@ def _linear_in(e: Expr, d: Expr) -> bool:
             return (_linear_in(a, d) and _is_lit(b)) or (_is_lit(a) and _linear_in(b, d))
         case _:
             return False
-
-
-def _is_zero(e: Expr) -> bool:
-    return isinstance(e, LitF32 | LitF64) and e.value == 0.0
 
 
 def _is_lit(e: Expr) -> bool:
@@ -656,11 +327,11 @@ def _build(program: Program, stmts: tuple[NStmt, ...], types: dict[str, DataType
     replay = rev.replay(stmts, stores=with_value, initial=True)
     entry: list[Node] = tape.prologue() if tape is not None else []
     entry += zero_workgroup(rev.adj_wg, program, names) + rev.decls + replay
-    env = _Env()
+    env = Env()
     rev.block(stmts, env, entry)
     gid = InvocationId(0)
     for b in ins:
-        d = env.adj.get(_private_key(b))
+        d = env.adj.get(private_key(b))
         if b in rev.private and d is not None:
             g = GRAD_PREFIX + b
             entry.append(Store(g, gid, BinOp(BinOpKind.ADD, Load(g, gid), d) if accumulate else d))
