@@ -67,6 +67,27 @@ def tree(values: list[Expr], comb: Combine) -> Expr:
     return values[0]
 
 
+def tree_lets(prefix: str, values: list[Expr], comb: Combine) -> tuple[list[Node], Expr]:
+    """:func:`tree` with every value and partial result bound to a local first: ``max``/``min``
+    read each operand twice, so a nested expression would grow 4x per level."""
+    nodes: list[Node] = []
+    names = []
+    for i, v in enumerate(values):
+        nodes.append(let(f"{prefix}_{i}", v))
+        names.append(f"{prefix}_{i}")
+    level = 0
+    while len(names) > 1:
+        nxt = []
+        for i in range(0, len(names) - 1, 2):
+            name = f"{prefix}_l{level}_{i // 2}"
+            nodes.append(let(name, comb.step(var(names[i]), var(names[i + 1]))))
+            nxt.append(name)
+        if len(names) % 2:
+            nxt.append(names[-1])
+        names, level = nxt, level + 1
+    return nodes, var(names[0])
+
+
 def subgroup_combine(prefix: str, value: Expr, comb: Combine, t: DataType) -> tuple[list[Node], Expr]:
     """Statements reducing ``value`` over the 32 lanes of the subgroup; every lane gets the result.
     Must be placed at a uniform point."""

@@ -11,10 +11,13 @@ run.
   (that many loads in flight per thread, coalesced across the warp); the accumulators merge
   pairwise, the subgroup reduces with shuffles, subgroup results meet in workgroup memory and
   one more subgroup reduce gives the workgroup's partial, which invocation 0 stores.
-* **CPU form** (``cpu``, ``interp``): a flat program; invocation ``g`` of ``G`` sums the contiguous
-  block ``[g*B, (g+1)*B)`` with ``B = ceil(n / G)`` into :data:`CPU_UNROLL` accumulators (stride-1
-  loads, independent add chains) merged pairwise. ``G`` is chosen so large inputs run on every
-  core.
+* **CPU form** (``cpu``, ``interp``): one invocation per workgroup; workgroup ``g`` of ``G =
+  ceil(n / CPU_BLOCK)`` reduces the contiguous block ``[g*B, (g+1)*B)``, ``B = ceil(n / G)``, into a
+  *lane array* of :data:`CPU_LANES` accumulators in workgroup memory: each step adds ``CPU_LANES``
+  consecutive elements, element ``k`` into lane ``k``. That inner loop is elementwise, so LLVM
+  vectorises it (numba compiles without fast-math, so a loop-carried scalar sum, or eight of them,
+  stays scalar: LLVM may not reorder float adds, and numba leaves the SLP vectoriser off); the
+  lanes then merge pairwise. Workgroups run on every core.
 
 f32 sums (``sum``, ``mean``, ``dot``, ``norm``) accumulate in f64 and round once at the end.
 """
@@ -30,27 +33,31 @@ from typing import Any
 import numpy as np
 
 from ..ir import (
-    F64, U32, BinOpKind, DataType, Expr, Node, Program, UnOpKind, assign, barrier, buflen, cast, gid,
+    F64, U32, BinOpKind, BufferDecl, DataType, Expr, Node, Program, UnOpKind, assign, barrier, buflen, cast, gid,
     if_, lane, let, lid, load, loop, minimum, output, read, select, store, subgroup_reduce, u32,
     unop, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import SUBGROUP, Combine, isnan, subgroup_combine, tree, workgroup_combine
+from ._blocks import SUBGROUP, Combine, isnan, subgroup_combine, tree, tree_lets, workgroup_combine
 from ._runtime import Arr, Ctx, Kind, OpsError, gpu_workgroups_cap, prepare
 
 __all__ = [
-    "CPU_UNROLL", "GPU_UNROLL", "GPU_WG", "Reduce", "argmax", "argmax_program", "dot", "full_program",
+    "CPU_LANES", "GPU_UNROLL", "GPU_WG", "Reduce", "argmax", "argmax_program", "dot", "full_program",
     "max", "mean", "min", "norm", "sum",
 ]
 
 GPU_WG = 256
 GPU_UNROLL = 8
-CPU_UNROLL = 8
-#: CPU form: inputs of at least this many elements are split into CPU_PARALLEL_BLOCKS blocks, enough
-#: invocations for dispatch to run them on every core; smaller ones into blocks of CPU_SMALL_BLOCK.
+#: CPU form: accumulators per block (lanes of one vectorised add)
+CPU_LANES = 32
+#: argmax's CPU form: inputs of at least this many elements are split into CPU_PARALLEL_BLOCKS blocks,
+#: enough invocations for dispatch to run them on every core; smaller ones into blocks of CPU_SMALL_BLOCK.
 CPU_PARALLEL_MIN = 1 << 20
 CPU_PARALLEL_BLOCKS = 1 << 15
 CPU_SMALL_BLOCK = 4096
+#: CPU form of full_program: elements per block at most (one workgroup; blocks run in parallel).
+#: Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a little overhead.
+CPU_BLOCK = 1 << 13
 
 
 class Reduce(enum.Enum):
@@ -110,9 +117,12 @@ def full_program(kind: Reduce, t_in: DataType, t_out: DataType, *, gpu: bool, po
         bufs.append(read("y", 1, t_in))
     out = output("out", len(bufs), t_out)
     bufs.append(out)
+    names = [b.name for b in bufs[:kind.inputs]]
+    if not gpu:
+        return _lane_program(kind, bufs, names, t_out, a, post)
     n = var("n")
     body: list[Node] = [let("n", buflen("x"))]
-    unroll = GPU_UNROLL if gpu else CPU_UNROLL
+    unroll = GPU_UNROLL
     accs = [f"a{k}" for k in range(unroll)]
     body += [let(name, comb.identity(a)) for name in accs]
 
@@ -123,54 +133,71 @@ def full_program(kind: Reduce, t_in: DataType, t_out: DataType, *, gpu: bool, po
         # past the end a load reads 0, the identity of a sum; max/min need their own identity
         return term(i) if comb is Combine.ADD else select(i.lt(n), term(i), comb.identity(a))
 
-    names = [b.name for b in bufs[:kind.inputs]]
-
     def steps(idx: list[Expr]) -> list[Node]:
         # one If that the whole step is in range (always true here) lets the emitters drop each
         # access's bounds check, so the step's loads issue together (docs/ops.md)
         cond = _all([i.lt(buflen(name)) for i in idx for name in names])
         return [if_(cond, [x for k, i in enumerate(idx) for x in _step(accs[k], comb, term(i), f"v{k}")])]
 
-    if gpu:
-        s, su = var("stride"), var("span")
-        body += [
-            let("t", gid()),
-            let("stride", buflen(out) * u32(GPU_WG)),
-            let("span", s * u32(unroll)),
-            let("full", n / su),
-            loop("c", u32(0), var("full"), [
-                let("b", var("c") * su + var("t")),
-                *steps([var("b") + s * u32(k) if k else var("b") for k in range(unroll)]),
-            ]),
-            let("tb", var("full") * su + var("t")),
-            *(x for k in range(unroll)
-              for x in _step(accs[k], comb, guarded(var("tb") + s * u32(k) if k else var("tb")), f"w{k}")),
-        ]
-    else:
-        g = var("g")
-        body += [
-            let("g", gid()),
-            let("bl", (n + buflen(out) - u32(1)) / buflen(out)),
-            let("lo", minimum(g * var("bl"), n)),
-            let("hi", minimum(var("lo") + var("bl"), n)),
-            let("m", (var("hi") - var("lo")) / u32(unroll)),
-            loop("j", u32(0), var("m"), [
-                let("p", var("lo") + var("j") * u32(unroll)),
-                *steps([var("p") + u32(k) if k else var("p") for k in range(unroll)]),
-            ]),
-            loop("q", var("lo") + var("m") * u32(unroll), var("hi"), steps([var("q")])),
-        ]
-    total: Expr = tree([var(x) for x in accs], comb)
-    if gpu:
-        nodes, total, tiles = workgroup_combine("r", total, comb, a, GPU_WG)
-        body += nodes
-        bufs += tiles
+    s, su = var("stride"), var("span")
+    body += [
+        let("t", gid()),
+        let("stride", buflen(out) * u32(GPU_WG)),
+        let("span", s * u32(unroll)),
+        let("full", n / su),
+        loop("c", u32(0), var("full"), [
+            let("b", var("c") * su + var("t")),
+            *steps([var("b") + s * u32(k) if k else var("b") for k in range(unroll)]),
+        ]),
+        let("tb", var("full") * su + var("t")),
+        *(x for k in range(unroll)
+          for x in _step(accs[k], comb, guarded(var("tb") + s * u32(k) if k else var("tb")), f"w{k}")),
+    ]
+    nodes, total, tiles = workgroup_combine("r", tree([var(x) for x in accs], comb), comb, a, GPU_WG)
+    body += nodes
+    bufs += tiles
     total = _post(total, post, a, n)
-    if gpu:
-        body.append(if_(lid().eq(u32(0)), [store(out, wgid(), cast(t_out, total))]))
-    else:
-        body.append(if_(var("g").lt(buflen(out)), [store(out, var("g"), cast(t_out, total))]))
-    return Program.wrapped(bufs, GPU_WG if gpu else 1, body)
+    body.append(if_(lid().eq(u32(0)), [store(out, wgid(), cast(t_out, total))]))
+    return Program.wrapped(bufs, GPU_WG, body)
+
+
+def _lane_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out: DataType, a: DataType,
+                  post: Post) -> Program:
+    """The CPU form of :func:`full_program`: one invocation per workgroup, a block per workgroup,
+    reduced into a lane array of CPU_LANES accumulators in workgroup memory (a private array with
+    one invocation per workgroup). Each step adds CPU_LANES consecutive elements, one per lane: an
+    elementwise loop, which LLVM vectorises (a reduction into scalars it may not reorder)."""
+    comb = kind.combine
+    lanes = workgroup("lanes", CPU_LANES, a)
+    bufs = [*bufs, lanes]
+    out = bufs[len(names)]
+    n, g, k, p = var("n"), var("g"), var("k"), var("p")
+
+    def into(i: Expr, slot: Expr, tmp: str) -> list[Node]:
+        cond = _all([i.lt(buflen(name)) for name in names])
+        return [if_(cond, [let(tmp, kind.term(a, i)), store(lanes, slot, comb.step(lanes[slot], var(tmp)))])]
+
+    body: list[Node] = [
+        let("n", buflen("x")),
+        let("g", wgid()),
+        loop("k", u32(0), buflen(lanes), [store(lanes, k, comb.identity(a))]),
+        let("bl", (n + buflen(out) - u32(1)) / buflen(out)),
+        let("lo", minimum(g * var("bl"), n)),
+        let("hi", minimum(var("lo") + var("bl"), n)),
+        let("m", (var("hi") - var("lo")) / u32(CPU_LANES)),
+        # the lane loop runs to len(lanes), which proves lanes[k] in range (no guard to emit)
+        loop("j", u32(0), var("m"), [
+            let("p", var("lo") + var("j") * u32(CPU_LANES)),
+            loop("k", u32(0), buflen(lanes), into(p + k, k, "v")),
+        ]),
+        let("t0", var("lo") + var("m") * u32(CPU_LANES)),
+        loop("q", var("t0"), var("hi"), into(var("q"), var("q") - var("t0"), "w")),
+    ]
+    # max/min read their operands twice: every level of the merge is bound to a local
+    nodes, total = tree_lets("r", [lanes[u32(i)] for i in range(CPU_LANES)], comb)
+    body += nodes
+    body.append(if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(total, post, a, n)))]))
+    return Program.wrapped(bufs, 1, body)
 
 
 def _step(name: str, comb: Combine, x: Expr, tmp: str) -> list[Node]:
@@ -295,10 +322,13 @@ def _gpu_form(ctx: Ctx) -> bool:
     return ctx.gpu_form
 
 
-def _partials(n: int, gpu: bool, cap: int = 0) -> int:
-    """Workgroups (GPU: at most ``cap``) or blocks (CPU) of a pass over ``n`` elements."""
+def _partials(n: int, gpu: bool, cap: int = 0, lanes: bool = False) -> int:
+    """Workgroups (GPU: at most ``cap``) or blocks (CPU) of a pass over ``n`` elements (``lanes``:
+    the CPU form of :func:`full_program`, blocks of CPU_BLOCK)."""
     if gpu:
         return builtins.max(1, builtins.min(cap or gpu_workgroups_cap(), -(-n // (GPU_WG * GPU_UNROLL))))
+    if lanes:
+        return builtins.max(1, -(-n // CPU_BLOCK))
     if n >= CPU_PARALLEL_MIN:
         return CPU_PARALLEL_BLOCKS
     return builtins.max(1, -(-n // CPU_SMALL_BLOCK))
@@ -321,7 +351,7 @@ def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, determin
     n = arrs["x"].size
     inputs = {name: arr.data for name, arr in arrs.items()}
     cap = _cap(ctx, full_program(kind, t, a, gpu=True, acc=a), deterministic) if gpu else 0
-    g = _partials(n, gpu, cap)
+    g = _partials(n, gpu, cap, lanes=True)
     t_in = t
     while True:
         last = g == 1
@@ -338,7 +368,7 @@ def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, determin
             post = Post.NONE
         inputs = {"x": out}
         t_in = a
-        g = _partials(g, gpu, cap)
+        g = _partials(g, gpu, cap, lanes=True)
 
 
 def _reduce(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
