@@ -62,6 +62,7 @@ from vyre.ir import (
 from vyre.ir.expr import Expr
 from vyre.ir.node import Node
 from vyre.ir.wire import HEADER_LEN, MAGIC, ExprTag, NodeTag, frame, from_wire, to_wire
+from vyre.ir.wire_decode import EXPR_DECODERS, NODE_DECODERS
 
 F32 = DataType.F32
 
@@ -92,8 +93,8 @@ def every_variant() -> Program:
 def test_tag_tables_cover_every_variant() -> None:
     assert set(wire.EXPR_TAGS) == set(EXPR_TYPES)
     assert set(wire.NODE_TAGS) == set(NODE_TYPES)
-    assert set(wire.EXPR_TAGS.values()) == set(ExprTag) == set(wire._EXPR_DECODERS)
-    assert set(wire.NODE_TAGS.values()) == set(NodeTag) == set(wire._NODE_DECODERS)
+    assert set(wire.EXPR_TAGS.values()) == set(ExprTag) == set(EXPR_DECODERS)
+    assert set(wire.NODE_TAGS.values()) == set(NodeTag) == set(NODE_DECODERS)
 
 
 def test_every_variant_round_trips() -> None:
