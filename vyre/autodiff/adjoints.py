@@ -166,5 +166,3 @@ class Adjoints:
 
 def is_zero(e: Expr) -> bool:
     return isinstance(e, LitF32 | LitF64) and e.value == 0.0
-
-

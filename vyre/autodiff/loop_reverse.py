@@ -221,4 +221,3 @@ class LoopReverse(Adjoints, ABC):
 
 def _b(op: BinOpKind, a: Expr, b: Expr) -> BinOp:
     return BinOp(op, a, b)
-

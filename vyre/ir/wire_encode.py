@@ -250,4 +250,3 @@ def encode_body(p: Program, *, canonical: bool, limits: bool) -> bytes:
             enc.u32(k, "adjoint's function index")
             enc.adjoint(f)
     return bytes(enc.out)
-
