@@ -9,6 +9,8 @@ imports nothing of this package; :func:`install` registers :func:`autotune.launc
 * :mod:`.timers`: backend timers (``perf_counter``, CUDA events, safe and budgeted wrappers).
 * :mod:`.tuner`: :class:`~.tuner.Tuner` and the search strategies.
 * :mod:`.autotune`: the dispatch's launch policy, :func:`~.autotune.tune` for the CLI and benches.
+* :mod:`.search_space`: launch candidates, adapter fingerprints, decision keys.
+* :mod:`.harness`: the scratch-copy bench that times candidates.
 """
 
 from __future__ import annotations

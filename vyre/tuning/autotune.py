@@ -23,17 +23,17 @@ one compiled kernel. :func:`launch_for` is the hook ``vyre.dispatch`` calls for 
   count (:func:`program_key`); a second process starts tuned.
 * Below :data:`MIN_TUNE_INVOCATIONS` invocations the hook does not measure (launch overhead
   dominates); it uses a cached decision or the default.
-"""
 
+This module decides (:func:`tune`, :func:`launch_for`, the natural-gradient steps as IR programs);
+the candidates, adapter fingerprints and decision keys are in :mod:`vyre.tuning.search_space`, the
+scratch-copy bench and its timers (:class:`Harness`) in :mod:`vyre.tuning.harness`.
+"""
 from __future__ import annotations
 
 import contextlib
 import enum
-import functools
 import logging
 import math
-import os
-import platform
 import threading
 import time
 import warnings
@@ -43,19 +43,20 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DispatchError, TunerError, VyreError
-from ..ir import DataType, Program
+from ..errors import TunerError, VyreError
+from ..ir import DataType
 from ..settings import Mode, read_settings
-from ..driver.bind import bind_host_arrays, storage_buffers
 from ..driver.dispatch import PARALLEL_MIN_WORK, Grid, Kernel, Launch
-from ..driver.geometry import flat_invocations, grid3
 from ..driver.work import work_per_invocation
-from .timers import (
-    BackendTimer, Budget, BudgetedTimer, BudgetExhausted, CudaEventTimer, PerfCounterTimer, SafeTimer,
+# The bench and the search space live in their own modules; their public names stay importable here.
+from .harness import CUDA_LAUNCHES_PER_SAMPLE, Harness, check_tunable, invocations_for
+from .search_space import (
+    CPU_IPT, CPU_SERIAL, CPU_SMALL_CHUNKS, CPU_UNIT, CUDA_IPT, CUDA_WORKGROUPS, MIN_TUNE_INVOCATIONS,
+    adapter_fingerprint, candidates, decode_decision, encode_decision, program_key, size_class,
 )
+from .timers import BackendTimer, Budget, BudgetedTimer, BudgetExhausted
 from .tuner import (
-    MAX_LAUNCH_INVOCATIONS, ExhaustiveSearch, NaturalGradientSearch, SearchResult, StaticProgramShape,
-    Tuner, TunerProgramKey, log2_candidates,
+    MAX_LAUNCH_INVOCATIONS, ExhaustiveSearch, NaturalGradientSearch, SearchResult, Tuner, log2_candidates,
 )
 
 __all__ = [
@@ -66,24 +67,7 @@ __all__ = [
     "reset", "size_class", "tune", "tuner_for",
 ]
 
-CUDA_WORKGROUPS: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
-CUDA_IPT: tuple[int, ...] = (1, 2, 4, 8, 16)
-#: The CPU's unit of work: a parallel chunk is ``CPU_UNIT * ipt`` invocations.
-CPU_UNIT = 1024
-CPU_IPT: tuple[int, ...] = tuple(2**k for k in range(10))
-#: Chunks finer than CPU_UNIT, offered below MIN_TUNE_INVOCATIONS (only heavy invocations are
-#: tuned there: rows of a softmax).
-CPU_SMALL_CHUNKS: tuple[int, ...] = (64, 256)
-#: One chunk of 2^22 invocations: for problems up to that size, the serial entry.
-CPU_SERIAL = Launch(CPU_UNIT, 4096)
-#: The dispatch hook measures nothing below this many invocations.
-MIN_TUNE_INVOCATIONS = 1 << 15
-#: Back-to-back launches between the two CUDA events of one sample (amortises launch overhead).
-CUDA_LAUNCHES_PER_SAMPLE = 3
-_CUDA_LIKE = ("cuda", "cudasim")
-_TUNABLE_BACKENDS = ("cpu", *_CUDA_LIKE)
 _I32_MAX = 2**31 - 1
-_U32_MAX = 2**32 - 1
 _HISTORY = 64
 
 
@@ -132,98 +116,7 @@ class TuneOutcome:
         return out
 
 
-# -- adapters, candidates, keys ---------------------------------------------------------------------
-
-
-def _usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith(("model name", "hardware", "cpu model")):
-                    return " ".join(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-@functools.cache
-def adapter_fingerprint(backend: str) -> str:
-    """A stable string naming the hardware that tuning results belong to.
-
-    CPU: model, architecture and usable core count; CUDA: device name, compute capability and
-    driver version; the simulator: a fixed name."""
-    match backend:
-        case "cpu":
-            return f"cpu {_cpu_model()} {platform.machine()} x{_usable_cores()}"
-        case "cuda":
-            # the driver's answers (vyre/driver/cuda_driver.py), as numba gave them: no numba import
-            from ..driver.cuda_driver import driver
-
-            drv = driver()
-            dev = drv.current_device()
-            try:
-                ver = ".".join(str(v) for v in drv.version())
-            except Exception:  # an old or odd driver: the rest still identifies the GPU
-                ver = "?"
-            cc = "{}.{}".format(*drv.compute_capability(dev))
-            return f"cuda {drv.name(dev)} sm {cc} driver {ver}"
-        case "cudasim":
-            return "cudasim numba simulator"
-        case _:
-            raise TunerError(f"backend {backend!r} has no tunable launch knobs (expected one of "
-                             f"{', '.join(_TUNABLE_BACKENDS)}). Fix: tune on cpu or cuda")
-
-
-def candidates(backend: str, invocations: int) -> list[Launch]:
-    """Launch candidates for ``invocations`` on ``backend`` (see module docs)."""
-    if backend in _CUDA_LIKE:
-        full = [Launch(w, i) for w in CUDA_WORKGROUPS for i in CUDA_IPT]
-    elif backend == "cpu":
-        # parallel chunks smaller than the problem, and one chunk covering it all: the serial
-        # entry (CPU_SERIAL), which wins when the pool's wake-up costs more than it saves
-        split = [Launch(CPU_UNIT, i) for i in CPU_IPT if CPU_UNIT * i < invocations]
-        if invocations < MIN_TUNE_INVOCATIONS:  # few heavy invocations (tuned for their work): finer chunks
-            split = [Launch(c, 1) for c in CPU_SMALL_CHUNKS if c < invocations] + split
-        return [*split, CPU_SERIAL] if invocations <= CPU_SERIAL.wg * CPU_SERIAL.ipt else split
-    else:
-        adapter_fingerprint(backend)  # raises the error that names the backends
-        raise AssertionError(backend)
-    keep = [c for c in full if c.wg * c.ipt <= 2 * invocations]
-    return keep or [min(full, key=lambda c: (c.wg * c.ipt, c.wg))]
-
-
-def size_class(invocations: int) -> int:
-    """Power-of-two bucket: class ``k`` holds ``2**(k-1) <= invocations < 2**k``."""
-    return max(1, int(invocations)).bit_length()
-
-
-def program_key(program: Program, invocations: int) -> TunerProgramKey:
-    """The decision key: the seed's key with the workgroup-count field set to the number of
-    declared workgroups of the size class's upper bound, ``ceil(2**k / workgroup_x)``."""
-    wg = program.workgroup_size
-    count = min(-(-(1 << size_class(invocations)) // wg[0]), _U32_MAX)
-    return TunerProgramKey.from_program(program, StaticProgramShape(wg, (count, 1, 1)))
-
-
-def encode_decision(launch: Launch) -> tuple[int, int, int]:
-    """A launch as the tuner cache's triple ``[wg, ipt, 1]``."""
-    return (launch.wg, launch.ipt, 1)
-
-
-def decode_decision(triple: tuple[int, int, int] | None) -> Launch | None:
-    """The launch a cached triple stands for, or None when it is not ``[wg, ipt, 1]`` with valid
-    knobs (a decision written by something else: ignored, the program is re-tuned)."""
-    if triple is None or triple[2] != 1:
-        return None
-    try:
-        return Launch(triple[0], triple[1])
-    except DispatchError:
-        return None
-
+# -- the per-adapter tuners ----------------------------------------------------------------------------
 
 _tuners: dict[tuple[str, str, Mode], Tuner] = {}
 
@@ -295,203 +188,7 @@ def ir_apply(backend: str, run: Any = None) -> ApplyQ16:
     return apply
 
 
-# -- measuring candidates -----------------------------------------------------------------------------
-
-
-def _length(obj: Any) -> int:
-    if isinstance(obj, np.ndarray):
-        return obj.size
-    shape = getattr(obj, "shape", None)
-    if shape is None:
-        try:
-            return len(obj)
-        except TypeError:
-            raise DispatchError(f"got a {type(obj).__name__}, which has no length or shape. Fix: pass a "
-                                "numpy array (on the CPU) or a device array (CUDA)") from None
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
-
-
-def invocations_for(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None) -> int:
-    """How many invocations along x ``kernel(inputs, grid=grid)`` runs per row (what the launch
-    knobs split; rows along y and z repeat it: geometry.flat_invocations)."""
-    g = grid3(grid) if grid is not None else kernel.grid_for({k: _length(v) for k, v in inputs.items()})
-    return flat_invocations(kernel.program, g)
-
-
-def check_tunable(kernel: Kernel) -> None:
-    """Raise :class:`TunerError` unless ``kernel`` is flat and on a backend with launch knobs."""
-    if not kernel.flat or kernel.backend not in _TUNABLE_BACKENDS:
-        raise TunerError(
-            f"kernel for backend {kernel.backend!r} is not tunable (flat={kernel.flat}): its results "
-            "depend on the launch shape (workgroup/local ids, barriers, workgroup memory, subgroups "
-            "or 2-D ids) or the backend has no launch knobs. Fix: tune a 1-D program that uses only "
-            "invocation ids, on cpu or cuda")
-
-
-class Harness:
-    """Scratch buffers and a timer for one flat kernel, its inputs and grid.
-
-    Buffers the program writes are copied (host copies on the CPU, device copies on CUDA) and
-    restored from the caller's contents before every run; read-only inputs are shared. The
-    caller's arrays are never written. Binding errors are the ones the real call would raise."""
-
-    def __init__(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, *,
-                 warmup: int = 1, repeats: int = 5) -> None:
-        check_tunable(kernel)
-        self.kernel = kernel
-        self.warmup, self.repeats = warmup, repeats
-        self.invocations = invocations_for(kernel, inputs, grid)
-        self.grid = (-(-self.invocations // kernel.program.workgroup_size[0]), 1, 1)
-        self._restore: list[tuple[Any, Any]] = []
-        self.host = kernel.impl.memory == "host"
-        if self.host:
-            arrays = bind_host_arrays(kernel.program, inputs)
-            self.args: dict[str, Any] = {}
-            for b in storage_buffers(kernel.program):
-                a = arrays[b.name]
-                if b.access.writable:
-                    s = a.copy()
-                    self._restore.append((s, a))
-                    a = s
-                self.args[b.name] = a
-        else:
-            self._bind_device(inputs)
-
-    def _bind_device(self, inputs: Mapping[str, Any]) -> None:
-        from numba import cuda
-
-        from ..driver.cuda_launch import device_arg
-
-        self.dev_args: list[Any] = []
-        for b in storage_buffers(self.kernel.program):
-            src, _ = device_arg(b, inputs.get(b.name))
-            if b.access.writable:
-                scratch = cuda.device_array(src.shape, dtype=src.dtype)
-                self._restore.append((scratch, src))
-                src = scratch
-            self.dev_args.append(src)
-
-    def restore(self, _launch: Launch | None = None) -> None:
-        """Reset every scratch buffer to the caller's contents."""
-        for scratch, src in self._restore:
-            if isinstance(scratch, np.ndarray):
-                np.copyto(scratch, src)
-            else:
-                scratch.copy_to_device(src)
-
-    def run(self, launch: Launch, invocations: int | None = None) -> None:
-        """One run of ``launch`` on the scratch buffers (CUDA: enqueued, not synchronised);
-        ``invocations`` (rounded up to whole workgroups) runs only the first ones (a probe)."""
-        k = self.kernel
-        n = self.invocations if invocations is None else min(self.invocations, invocations)
-        if self.host:
-            previous = k.launch
-            k.launch = launch
-            try:
-                wg = k.program.workgroup_size[0]
-                k(self.args, grid=self.grid if invocations is None else (-(-n // wg), 1, 1), tune=False)
-            finally:
-                k.launch = previous
-        else:
-            blocks = max(1, -(-n // (launch.wg * launch.ipt)))
-            k._fn[blocks, launch.wg](*self.dev_args, n, launch.ipt)
-
-    def sync(self) -> None:
-        """Wait for the runs enqueued so far (a no-op where launches are synchronous: the CPU, the
-        simulator)."""
-        if self.kernel.impl.timer == "cuda-events":
-            from numba import cuda
-
-            cuda.synchronize()
-
-    def estimate_seconds(self, launch: Launch, budget: Budget) -> float:
-        """Wall time of one full run of ``launch``, estimated from runs over the first
-        invocations only (4096, then 4x more until a run takes a millisecond or covers every
-        invocation; the last size runs twice and the faster counts, so a one-time cost such as
-        compiling the parallel entry is not taken for the kernel's), so that a kernel too slow to
-        tune costs a small fraction of one run to find out. Assumes work spread evenly over the
-        invocations."""
-        n = self.invocations
-        m = min(n, 4096)
-        while True:
-            t = self._probe(launch, m, budget)
-            if m >= n or t >= 1e-3 or budget.left() <= 0:
-                if budget.left() > t:
-                    t = min(t, self._probe(launch, m, budget))
-                return t * n / m
-            m = min(n, m * 4)
-
-    def warm(self, launch: Launch) -> None:
-        """Pay the one-time costs the real dispatch would pay anyway, over a few invocations and
-        outside any budget: loading the module into the GPU context, compiling the CPU's parallel
-        entry (compiled on its first call) when the real run will take it. Without this a cold
-        first dispatch charged them to the kernel and judged it too slow to tune."""
-        k = self.kernel
-        m = min(self.invocations, 4096)
-        self.restore()
-        if self.host:
-            n = self.invocations
-            if k._fn_parallel is not None and k._cpu_entry(n, True, work_per_invocation(k.program, self.args)) \
-                    is k._fn_parallel:
-                k._fn_parallel(*(self.args[b.name] for b in storage_buffers(k.program)), m, 1024)
-            return
-        self.run(launch, m)
-        self.sync()
-
-    def _probe(self, launch: Launch, m: int, budget: Budget) -> float:
-        self.restore()
-        self.sync()  # the restore's copies are not the kernel's time
-        start = budget.clock()
-        self.run(launch, m)
-        self.sync()
-        budget.runs += 1
-        return budget.clock() - start
-
-    def _sample(self, launch: Launch) -> None:
-        for _ in range(CUDA_LAUNCHES_PER_SAMPLE):
-            self.run(launch)
-
-    def raw_timer(self, budget: Budget | None = None) -> BackendTimer[Launch]:
-        """Median latency per run in nanoseconds; exceptions propagate. Under ``budget`` the
-        search stops (:class:`BudgetExhausted`) when it is spent (see :class:`BudgetedTimer`)."""
-        b = Budget(math.inf) if budget is None else budget
-        if self.host:
-            return BudgetedTimer(self.run, b, self.warmup, self.repeats, setup=self.restore)
-        if self.kernel.impl.timer == "wall":  # the simulator runs synchronously; its events are fake
-            return _Gated(_Scaled(PerfCounterTimer(self._sample, self.warmup, self.repeats, setup=self.restore),
-                                  1.0 / CUDA_LAUNCHES_PER_SAMPLE), b)
-        events = CudaEventTimer(self._sample, self.warmup, self.repeats, setup=self.restore)
-        return _Gated(_Scaled(events, 1.0 / CUDA_LAUNCHES_PER_SAMPLE), b)
-
-    def timer(self, budget: Budget | None = None) -> SafeTimer[Launch]:
-        """:meth:`raw_timer` with failing candidates scored ``inf``."""
-        return SafeTimer(self.raw_timer(budget))
-
-
-@dataclass(frozen=True, slots=True)
-class _Gated:
-    """Stop the search before a candidate once the budget is spent (GPU timers, whose runs are
-    short: the budget is checked per candidate, not per run)."""
-
-    inner: BackendTimer[Launch]
-    budget: Budget
-
-    def time_ns(self, candidate: Launch) -> float:
-        if self.budget.left() <= 0:
-            raise BudgetExhausted
-        return self.inner.time_ns(candidate)
-
-
-@dataclass(frozen=True, slots=True)
-class _Scaled:
-    inner: BackendTimer[Launch]
-    factor: float
-
-    def time_ns(self, candidate: Launch) -> float:
-        return float(self.inner.time_ns(candidate)) * self.factor
+# -- deciding -------------------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -512,8 +209,6 @@ class _Observed:
             self.progress(self.count, la, t)
         return t
 
-
-# -- deciding -------------------------------------------------------------------------------------------
 
 _lock = threading.RLock()
 _local = threading.local()
