@@ -83,7 +83,9 @@ UNOP_FLOAT: dict[UnOpKind, FloatClass] = {
 }
 # Float ops a backend may fuse with a multiply operand (a*b+c -> fma): operands must not be products.
 CONTRACTS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.ABS_DIFF})
-# Atomics whose final memory state does not depend on the order invocations run in.
+# Atomics whose final memory state does not depend on the order invocations run in, as long as a
+# buffer sees one of them only: each commutes with itself, not with the others (or 128 then and 1
+# leaves 0; and 1 then or 128 leaves 128). A program picks one per acc_ buffer.
 ORDER_FREE_ATOMICS = (AtomicOp.ADD, AtomicOp.MIN, AtomicOp.MAX, AtomicOp.AND, AtomicOp.OR, AtomicOp.XOR)
 
 _a, _b = Var("a"), Var("b")
@@ -191,6 +193,7 @@ class _Builder:
     budget: int = 0
     fresh_id: int = 0
     calls: set[str] = field(default_factory=set)
+    acc_ops: dict[str, AtomicOp] = field(default_factory=dict)  # the one atomic op of each acc_ buffer
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -417,7 +420,9 @@ class _Builder:
     def atomic(self, scope: dict[str, VarInfo]) -> Node:
         acc = self.pick([n for n in self.buffers if n.startswith("acc_")])
         t = self.buffers[acc].element
-        op = self.pick(ORDER_FREE_ATOMICS if t.is_int else (AtomicOp.ADD,))
+        op = self.acc_ops.get(acc)
+        if op is None:
+            op = self.acc_ops[acc] = self.pick(ORDER_FREE_ATOMICS if t.is_int else (AtomicOp.ADD,))
         value = self.expr(t, scope, self.cfg.max_expr_depth).e if t.is_int else self.small_int_float(t, scope)
         # The returned old value depends on invocation order, so nothing reads it.
         return Let(self.fresh("old"), Atomic(op, acc, self.index(scope, acc, 2), value))

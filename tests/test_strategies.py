@@ -107,6 +107,7 @@ def _profile_examples() -> int:
 def check_race_free(p: Program) -> None:
     """Stores only to one's own element; atomics only on acc_ buffers; atomic results unread."""
     atomic_vars = set()
+    acc_ops: dict[str, set[object]] = {}
     for n in walk_nodes(p.entry):
         if isinstance(n, Store):
             decl = p.buffer(n.buffer)
@@ -115,7 +116,10 @@ def check_race_free(p: Program) -> None:
         if isinstance(n, Let) and isinstance(n.value, Atomic):
             assert n.value.buffer.startswith("acc_") and n.value.op in S.ORDER_FREE_ATOMICS
             assert p.buffer(n.value.buffer).access is BufferAccess.READ_WRITE
+            acc_ops.setdefault(n.value.buffer, set()).add(n.value.op)
             atomic_vars.add(n.name)
+    # order-free atomics commute with themselves only (or then and != and then or): one op a buffer
+    assert all(len(ops) == 1 for ops in acc_ops.values()), acc_ops
     for x in exprs_of(p):
         assert not (isinstance(x, Var) and x.name in atomic_vars), "an atomic's old value was read"
         if isinstance(x, Load) and not p.buffer(x.buffer).is_workgroup:
