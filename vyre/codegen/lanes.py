@@ -5,8 +5,9 @@ atomic for a whole warp adding to one address; vyre/codegen/cuda.py). The check 
 agrees costs a shuffle, a vote and a branch per add, which is pure latency where the lanes add to
 different elements, e.g. the gradient scatter ``grad_x[(gid + j) % n]`` of a reverse loop. An
 index classified :attr:`LaneKind.DISTINCT` (the invocation id plus or times something the same in
-every lane, or such a sum modulo something not a constant under 32) keeps a plain atomic. The classification only chooses
-between two correct lowerings: it is a cost heuristic, not a proof (``gid % 1`` is "distinct").
+every lane, or such a sum modulo something other than a constant under 32) keeps a plain atomic.
+The classification only chooses between two correct lowerings: it is a cost heuristic, not a
+proof (``gid % len(out)`` with a one-element ``out`` is "distinct").
 """
 
 from __future__ import annotations
