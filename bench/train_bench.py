@@ -33,6 +33,19 @@ LR = 0.5
 NOTES: list[str] = []
 
 
+
+def _device_ms(cp: Any, fn: Any, reps: int = 20) -> float:
+    """Device milliseconds per call of ``fn`` (CUDA events around ``reps`` calls, one warm-up)."""
+    a, b = cp.cuda.Event(), cp.cuda.Event()
+    fn()
+    a.record()
+    for _ in range(reps):
+        fn()
+    b.record()
+    b.synchronize()
+    return float(cp.cuda.get_elapsed_time(a, b)) / reps
+
+
 def logistic_program(n: int) -> Any:
     """``out[i] = (log(1 + exp(z_i)) - y_i z_i) / n`` with ``z_i = X[i, :] . w + b``: sum(out) is the
     mean logistic loss."""
@@ -314,14 +327,7 @@ def run_vyre(X: np.ndarray, y: np.ndarray, steps: int, graph: bool, replicated: 
     cp.cuda.Device().synchronize()
     if not graph and n >= 1 << 16:  # where the time goes: forward alone, fused value+grad, update
         def dev_ms(fn: Any) -> float:
-            a, b = cp.cuda.Event(), cp.cuda.Event()
-            fn()
-            a.record()
-            for _ in range(20):
-                fn()
-            b.record()
-            b.synchronize()
-            return cp.cuda.get_elapsed_time(a, b) / 20
+            return _device_ms(cp, fn)
 
         w0, b0 = args[params[0]].copy(), args[params[1]].copy()
         fwd = dev_ms(lambda: vyre.dispatch(prog, args, backend="cuda"))
@@ -369,14 +375,7 @@ def run_split(X: np.ndarray, y: np.ndarray, steps: int, graph: bool, reps: int =
     cp.cuda.Device().synchronize()
     if not graph and n >= 1 << 16:  # where the time goes
         def dev_ms(fn: Any) -> float:
-            a, b = cp.cuda.Event(), cp.cuda.Event()
-            fn()
-            a.record()
-            for _ in range(20):
-                fn()
-            b.record()
-            b.synchronize()
-            return cp.cuda.get_elapsed_time(a, b) / 20
+            return _device_ms(cp, fn)
 
         w0, b0, bk = step.W.copy(), step.B.copy(), step.backend
         parts = {

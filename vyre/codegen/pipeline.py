@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar, Any
 
 from ..errors import CodegenError
 from ..ir import Program
@@ -47,6 +47,8 @@ class Pass:
     doc: str
 
 
+_Named = TypeVar("_Named", "Pass", "Lowering")
+
 PIPELINE: tuple[Pass, ...] = (
     Pass("inline", inline_calls, "substitute every Call by its function's body over the arguments; "
          "emitters never see a Call or a FunctionDef"),
@@ -56,10 +58,7 @@ PIPELINE: tuple[Pass, ...] = (
 
 
 def pass_named(name: str) -> Pass:
-    for p in PIPELINE:
-        if p.name == name:
-            return p
-    raise CodegenError(f"no pass named {name!r}. Fix: use one of {[p.name for p in PIPELINE]}")
+    return _named(PIPELINE, name, "pass")
 
 
 def trace(program: Program) -> list[tuple[str, Program]]:
@@ -118,7 +117,11 @@ LOWERINGS: tuple[Lowering, ...] = (
 
 
 def lowering_named(name: str) -> Lowering:
-    for x in LOWERINGS:
+    return _named(LOWERINGS, name, "lowering")
+
+
+def _named(items: tuple[_Named, ...], name: str, kind: str) -> _Named:
+    for x in items:
         if x.name == name:
             return x
-    raise CodegenError(f"no lowering named {name!r}. Fix: use one of {[x.name for x in LOWERINGS]}")
+    raise CodegenError(f"no {kind} named {name!r}. Fix: use one of {[x.name for x in items]}")
