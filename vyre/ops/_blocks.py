@@ -13,7 +13,7 @@ from ..ir import (
     U32, BinOpKind, BufferDecl, DataType, Expr, Node, UnOpKind, barrier, cast, if_, lane, let,
     lid, select, store, subgroup_reduce, u32, unop, var, workgroup,
 )
-from ..ir.expr import lit
+from ..ir.expr import Var, lit
 
 SUBGROUP = 32
 
@@ -56,25 +56,19 @@ def nan(t: DataType) -> Expr:
     return lit(math.nan, t)
 
 
-def tree(values: list[Expr], comb: Combine) -> Expr:
+def tree(prefix: str, values: list[Expr], comb: Combine) -> tuple[list[Node], Expr]:
     """Pairwise combination ``((v0 . v1) . (v2 . v3)) ...``: the order every program uses to merge
-    its accumulators (documented in docs/ops.md)."""
-    while len(values) > 1:
-        nxt = [comb.step(values[i], values[i + 1]) for i in range(0, len(values) - 1, 2)]
-        if len(values) % 2:
-            nxt.append(values[-1])
-        values = nxt
-    return values[0]
-
-
-def tree_lets(prefix: str, values: list[Expr], comb: Combine) -> tuple[list[Node], Expr]:
-    """:func:`tree` with every value and partial result bound to a local first: ``max``/``min``
-    read each operand twice, so a nested expression would grow 4x per level."""
+    its accumulators (documented in docs/ops.md). Returns the statements and the result: every
+    value and partial result is bound to a local first, since ``max``/``min`` read each operand
+    twice (a nested expression would grow 4x per level: 16 values gave 3000 lines of PTX)."""
     nodes: list[Node] = []
     names = []
     for i, v in enumerate(values):
-        nodes.append(let(f"{prefix}_{i}", v))
-        names.append(f"{prefix}_{i}")
+        if isinstance(v, Var):
+            names.append(v.name)
+        else:
+            nodes.append(let(f"{prefix}_{i}", v))
+            names.append(f"{prefix}_{i}")
     level = 0
     while len(names) > 1:
         nxt = []

@@ -17,10 +17,13 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..driver import fast_launch
+from ..driver.devices import current_ordinal, on_device
 from ..driver.dispatch import dispatch
+from ..driver.fast_launch import LaunchConfig
 from ..errors import DispatchError
 from ..ir import Program
 
@@ -33,6 +36,9 @@ class _Lean:
     order: tuple[tuple[str, int], ...]  # storage buffer name, element size, in kernel order
     block: tuple[int, int, int]
     flat: bool  # a flat kernel (vyre.codegen.flat) also takes (invocations, invocations per thread)
+    #: per thread: the packed argument slots, the pointers to them and the launch config, built
+    #: once and refilled per launch (the driver copies the arguments during the call)
+    slots: threading.local = field(default_factory=threading.local, compare=False)
 
 
 _lean: dict[tuple[int, int | None], tuple[Program, _Lean | None]] = {}
@@ -46,6 +52,19 @@ def _ptr(a: Any) -> int:
     if mod.startswith("torch"):
         return int(a.data_ptr())
     return int(a.__cuda_array_interface__["data"][0])
+
+
+def _device_of(a: Any) -> int | None:
+    """``array_device`` without building a CuPy array's or tensor's interface dict (PyTorch's
+    costs microseconds): their own device attribute says it."""
+    mod = type(a).__module__
+    if mod.startswith("torch"):
+        return a.device.index  # type: ignore[no-any-return]
+    if mod.startswith("cupy"):
+        return int(a.device.id)
+    from ..driver.devices import array_device
+
+    return array_device(a)
 
 
 def _build(program: Program, device: int | None) -> _Lean | None:
@@ -71,9 +90,7 @@ def launch(program: Program, arrays: Mapping[str, Any], grid: int, backend: str)
     if backend != "cuda":
         dispatch(program, arrays, backend=backend, grid=grid, return_device=backend == "cudasim")
         return
-    from ..driver.devices import array_device, current_ordinal, on_device
-
-    device = array_device(next(iter(arrays.values())))
+    device = _device_of(next(iter(arrays.values())))
     hit = _lean.get((id(program), device))
     if hit is None or hit[0] is not program:
         dispatch(program, arrays, backend="cuda", grid=grid, return_device=True)
@@ -91,23 +108,30 @@ def _direct(lean: _Lean | None, program: Program, arrays: Mapping[str, Any], gri
     if lean is None:
         dispatch(program, arrays, backend="cuda", grid=grid, return_device=True)
         return
-    from ..driver.fast_launch import LaunchConfig, driver_launcher, launch_stream
-
-    vals: list[int] = []
-    for name, item in lean.order:
+    buf = getattr(lean.slots, "buf", None)
+    if buf is None:
+        count = 7 * len(lean.order) + (2 if lean.flat else 0)
+        packed = (ctypes.c_int64 * count)()
+        base = ctypes.addressof(packed)
+        for k, (_, item) in enumerate(lean.order):
+            packed[7 * k + 3] = packed[7 * k + 6] = item  # meminfo, parent stay 0
+        ptrs = (ctypes.c_void_p * count)(*range(base, base + 8 * count, 8))
+        buf = lean.slots.buf = (packed, ptrs, LaunchConfig(1, 1, 1, *lean.block, 0, None, None, 0))
+    packed, ptrs, cfg = buf
+    k = 0
+    for name, _ in lean.order:  # per array: nitems, data, shape (numba's kernel ABI)
         a = arrays[name]
-        n = int(a.shape[0])
-        vals += [0, 0, n, item, _ptr(a), n, item]
+        packed[k + 2] = packed[k + 5] = int(a.shape[0])
+        packed[k + 4] = _ptr(a)
+        k += 7
     if lean.flat:
         # one invocation per thread, blocks of the program's workgroup size: the grid the op
         # computed covers its invocations exactly as a general kernel's would
-        vals += [grid * lean.block[0], 1]
-    packed = (ctypes.c_int64 * len(vals))(*vals)
-    base = ctypes.addressof(packed)
-    ptrs = (ctypes.c_void_p * len(vals))(*range(base, base + 8 * len(vals), 8))
-    stream = launch_stream(arrays)
-    cfg = LaunchConfig(grid, 1, 1, *lean.block, 0, stream or None, None, 0)
-    err = driver_launcher().fn(ctypes.byref(cfg), lean.func, ptrs, None)
+        packed[k] = grid * lean.block[0]
+        packed[k + 1] = 1
+    cfg.grid_x = grid
+    cfg.stream = fast_launch.launch_stream(arrays) or None
+    err = fast_launch.driver_launcher().fn(ctypes.byref(cfg), lean.func, ptrs, None)
     if err:
         raise DispatchError(f"the CUDA driver refused an op's launch (CUDA error {err}). Fix: check the "
                             "device state (a previous kernel may have faulted)")

@@ -127,7 +127,8 @@ class RowLoop:
                 nodes.append(let(f"{prefix}_v{k}", select(var(f"rc_ok{k}"), term(self._resident_access(k)),
                                                           comb.identity(t))))
                 vals.append(var(f"{prefix}_v{k}"))
-            return nodes, tree(vals, comb)
+            more, total = tree(f"{prefix}_m", vals, comb)
+            return nodes + more, total
         accs = [f"{prefix}_a{k}" for k in range(self.unroll)]
 
         def body(idx: list[Expr], guarded: bool) -> list[Node]:
@@ -143,7 +144,8 @@ class RowLoop:
             return out
 
         nodes = [let(a, comb.identity(t)) for a in accs]
-        return nodes + self._indices(prefix, body, bufs), tree([var(a) for a in accs], comb)
+        more, total = tree(f"{prefix}_m", [var(a) for a in accs], comb)
+        return nodes + self._indices(prefix, body, bufs) + more, total
 
     def each(self, prefix: str, stmts: Callable[[Access, Expr], list[Node]], reads: tuple[str, ...],
              writes: tuple[str, ...]) -> list[Node]:

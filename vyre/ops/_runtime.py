@@ -8,6 +8,7 @@ device arrays and only the result comes back."""
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from ..driver.devices import array_device, on_device
 from ..driver.dispatch import dispatch
 from ..errors import DispatchError
 from ..ir import DataType, Program
+from ._launch import launch
 
 __all__ = ["OpsError", "Arr", "Ctx", "prepare"]
 
@@ -50,12 +52,18 @@ class Arr:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape)) if self.shape else 1
+        return math.prod(self.shape)
 
 
 def _kind(x: Any) -> Kind:
     if isinstance(x, np.ndarray):
         return Kind.NUMPY
+    mod = type(x).__module__
+    # CuPy arrays and CUDA tensors by type: PyTorch builds its interface dict on every hasattr
+    if mod.startswith("cupy") and hasattr(x, "data") and hasattr(x, "device"):
+        return Kind.CUPY
+    if mod.startswith("torch") and getattr(x, "is_cuda", False):
+        return Kind.TORCH
     if hasattr(x, "__cuda_array_interface__"):
         mod = type(x).__module__.split(".")[0]
         return {"cupy": Kind.CUPY, "torch": Kind.TORCH}.get(mod, Kind.DEVICE)
@@ -65,12 +73,20 @@ def _kind(x: Any) -> Kind:
                    f"{type(x).__name__}. Fix: pass np.asarray(value, dtype=np.float32)")
 
 
+_DTYPES: dict[Any, DataType] = {}  # an array's own dtype object -> its DataType (hashable in numpy,
+#                                   CuPy and PyTorch), so a call looks it up instead of parsing it
+
+
 def _dtype_of(name: str, x: Any, kind: Kind) -> DataType:
+    try:
+        return _DTYPES[x.dtype]
+    except (KeyError, TypeError):
+        pass
     dt = np.dtype(x.dtype) if kind is not Kind.TORCH else np.dtype(str(x.dtype).removeprefix("torch."))
     if dt == np.float32:
-        return DataType.F32
+        return _DTYPES.setdefault(x.dtype, DataType.F32)
     if dt == np.float64:
-        return DataType.F64
+        return _DTYPES.setdefault(x.dtype, DataType.F64)
     raise OpsError(f"{name} has dtype {dt}; vyre.ops reduces float32 and float64 arrays. "
                    f"Fix: convert explicitly, e.g. {name}.astype(np.float32)")
 
@@ -81,7 +97,7 @@ def _contiguous(x: Any, kind: Kind) -> Any:
     if kind is Kind.CUPY:
         import cupy
 
-        return cupy.ascontiguousarray(x)
+        return x if x.flags.c_contiguous else cupy.ascontiguousarray(x)
     if kind is Kind.TORCH:
         return x.contiguous()
     if not hasattr(x, "__cuda_array_interface__"):
@@ -122,12 +138,16 @@ class Ctx:
         if self.kind is Kind.CUPY:  # on the caller's GPU, wherever the current device is
             import cupy
 
-            with cupy.cuda.Device(self._like.device.id):
+            where = self._like.device.id
+            if cupy.cuda.runtime.getDevice() == where:
+                return cupy.empty(n, npd)
+            with cupy.cuda.Device(where):
                 return cupy.empty(n, npd)
         if self.kind is Kind.TORCH:
             import torch
 
-            return torch.empty(n, dtype=getattr(torch, npd.name), device=self._like.device)
+            tdt = torch.float32 if dtype is DataType.F32 else torch.float64 if dtype is DataType.F64 else None
+            return torch.empty(n, dtype=tdt or getattr(torch, npd.name), device=self._like.device)
         from numba import cuda
 
         where = array_device(self._like) if self.backend == "cuda" else None
@@ -140,8 +160,6 @@ class Ctx:
         """Run ``program`` over ``grid`` workgroups; results land in the passed arrays (on CUDA
         through vyre.ops._launch: checked once per program, then launched directly)."""
         if self.gpu:
-            from ._launch import launch
-
             launch(program, arrays, max(1, grid), self.backend)
         else:
             dispatch(program, arrays, backend=self.backend, grid=max(1, grid))
@@ -206,7 +224,7 @@ def prepare(named: Mapping[str, Any], backend: str | None, *, ndim: int | None =
         if ndim is not None and len(shape) != ndim:
             raise OpsError(f"{name} has shape {shape}; this op takes a {ndim}-D array. "
                            f"Fix: reshape it{' to (rows, cols)' if ndim == 2 else ' to 1-D'}")
-        n = int(np.prod(shape)) if shape else 1
+        n = math.prod(shape)
         if n >= MAX_ELEMENTS:
             raise OpsError(f"{name} has {n} elements; vyre.ops takes fewer than 2^31. Fix: split the work")
         data = _contiguous(x, k)

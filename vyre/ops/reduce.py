@@ -38,7 +38,7 @@ from ..ir import (
     unop, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import SUBGROUP, Combine, isnan, subgroup_combine, tree, tree_lets, workgroup_combine
+from ._blocks import SUBGROUP, Combine, isnan, subgroup_combine, tree, workgroup_combine
 from ._runtime import Arr, Ctx, Kind, OpsError, gpu_workgroups_cap, prepare
 
 __all__ = [
@@ -153,7 +153,9 @@ def full_program(kind: Reduce, t_in: DataType, t_out: DataType, *, gpu: bool, po
         *(x for k in range(unroll)
           for x in _step(accs[k], comb, guarded(var("tb") + s * u32(k) if k else var("tb")), f"w{k}")),
     ]
-    nodes, total, tiles = workgroup_combine("r", tree([var(x) for x in accs], comb), comb, a, GPU_WG)
+    nodes, part = tree("am", [var(x) for x in accs], comb)
+    body += nodes
+    nodes, total, tiles = workgroup_combine("r", part, comb, a, GPU_WG)
     body += nodes
     bufs += tiles
     total = _post(total, post, a, n)
@@ -194,7 +196,7 @@ def _lane_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out:
         loop("q", var("t0"), var("hi"), into(var("q"), var("q") - var("t0"), "w")),
     ]
     # max/min read their operands twice: every level of the merge is bound to a local
-    nodes, total = tree_lets("r", [lanes[u32(i)] for i in range(CPU_LANES)], comb)
+    nodes, total = tree("r", [lanes[u32(i)] for i in range(CPU_LANES)], comb)
     body += nodes
     body.append(if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(total, post, a, n)))]))
     return Program.wrapped(bufs, 1, body)
