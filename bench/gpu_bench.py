@@ -56,6 +56,27 @@ def cuda_time(fn, warmup=3, reps=20, per_sample=5) -> float:
     return statistics.median(ts)
 
 
+def kernel_time(fn, reps=10) -> float:
+    """Seconds of GPU activity per call of fn() (kernels and copies, from CUPTI through
+    torch.profiler): what the device spends, without the gaps a host-bound loop leaves. NaN when
+    the profiler cannot trace."""
+    import torch
+
+    try:
+        fn()
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                fn()
+            torch.cuda.synchronize()
+        # self times: a kernel's own; an aten op's device time is its kernels' (counted there)
+        tot = sum(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
+                  for e in prof.key_averages())
+        return tot / reps / 1e6
+    except Exception:  # an optional column
+        return float("nan")
+
+
 def host_time_per_call(fn, n=20000) -> float:
     """Seconds per call on the host, in a tight loop (launch overhead), device drained after."""
     import cupy as cp
@@ -402,9 +423,17 @@ def ops():
     rows = []
     res: dict[str, dict[str, float]] = {}
 
-    def row(name, t_v, t_r, ref, err):
-        rows.append(f"| {name} | {t_v * 1e3:.4f} | {t_r * 1e3:.4f} ({ref}) | {t_r / t_v:.2f}x | {err:.1e} |")
-        res[name] = {"vyre_ms": t_v * 1e3, "ref_ms": t_r * 1e3, "speed": t_r / t_v, "rel_err": err}
+    def timed(fn, reps=20):
+        """(end-to-end seconds per call as cuda_time measures it, GPU-activity seconds per call)"""
+        return cuda_time(fn, reps=reps), kernel_time(fn)
+
+    def row(name, v, r, ref, err):
+        (t_v, k_v), (t_r, k_r) = v, r
+        rows.append(f"| {name} | {t_v * 1e3:.4f} | {t_r * 1e3:.4f} ({ref}) | {t_r / t_v:.2f}x | "
+                    f"{k_v * 1e3:.4f} | {k_r * 1e3:.4f} | {k_r / k_v:.2f}x | {err:.1e} |")
+        print(rows[-1], flush=True)  # as it goes: a run cut short keeps what it measured
+        res[name] = {"vyre_ms": t_v * 1e3, "ref_ms": t_r * 1e3, "speed": t_r / t_v, "rel_err": err,
+                     "vyre_gpu_ms": k_v * 1e3, "ref_gpu_ms": k_r * 1e3}
 
     def rel(a, b):
         a, b = cp.asarray(a, dtype=cp.float64), cp.asarray(b, dtype=cp.float64)
@@ -433,23 +462,26 @@ def ops():
         bad.append("matvec 1000x777")
     print(f"correctness on this card: {'all passed' if not bad else 'FAILED: ' + ', '.join(bad)}\n")
     res["correct"] = {"failed": bad}
+    header = ("| op | vyre (ms) | reference (ms) | speed vs reference | vyre GPU time (ms) | reference GPU "
+              "time (ms) | GPU-time speed | rel. error |\n|---|---|---|---|---|---|---|---|")
+    print(header, flush=True)
 
     n = 1 << 26
     x = cp.random.standard_normal(n, dtype=cp.float32)
     y = cp.random.standard_normal(n, dtype=cp.float32)
     x64 = x.astype(cp.float64)
-    row("sum 2^26", cuda_time(lambda: vo.sum(x)), cuda_time(lambda: cp.sum(x)), "cupy.sum",
+    row("sum 2^26", timed(lambda: vo.sum(x)), timed(lambda: cp.sum(x)), "cupy.sum",
         rel(vo.sum(x), cp.sum(x64)))
-    row("sum 2^26, deterministic=True", cuda_time(lambda: vo.sum(x, deterministic=True)),
-        cuda_time(lambda: cp.sum(x)), "cupy.sum", rel(vo.sum(x, deterministic=True), cp.sum(x64)))
+    row("sum 2^26, deterministic=True", timed(lambda: vo.sum(x, deterministic=True)),
+        timed(lambda: cp.sum(x)), "cupy.sum", rel(vo.sum(x, deterministic=True), cp.sum(x64)))
     same = all(float(vo.sum(x)) == float(vo.sum(x)) for _ in range(5))
     print(f"five repeated vyre.ops.sum calls bit-identical: {same}")
-    row("dot 2^26", cuda_time(lambda: vo.dot(x, y)), cuda_time(lambda: cp.dot(x, y)), "cupy.dot",
+    row("dot 2^26", timed(lambda: vo.dot(x, y)), timed(lambda: cp.dot(x, y)), "cupy.dot",
         rel(vo.dot(x, y), cp.dot(x64, y.astype(cp.float64))))
-    row("max 2^26", cuda_time(lambda: vo.max(x)), cuda_time(lambda: cp.max(x)), "cupy.max", rel(vo.max(x), cp.max(x)))
-    row("norm 2^26", cuda_time(lambda: vo.norm(x)), cuda_time(lambda: cp.linalg.norm(x)), "cupy.linalg.norm",
+    row("max 2^26", timed(lambda: vo.max(x)), timed(lambda: cp.max(x)), "cupy.max", rel(vo.max(x), cp.max(x)))
+    row("norm 2^26", timed(lambda: vo.norm(x)), timed(lambda: cp.linalg.norm(x)), "cupy.linalg.norm",
         rel(vo.norm(x), cp.linalg.norm(x64)))
-    row("argmax 2^26", cuda_time(lambda: vo.argmax(x)), cuda_time(lambda: cp.argmax(x)), "cupy.argmax",
+    row("argmax 2^26", timed(lambda: vo.argmax(x)), timed(lambda: cp.argmax(x)), "cupy.argmax",
         float(int(vo.argmax(x)) != int(cp.argmax(x))))
     del x64
 
@@ -457,16 +489,16 @@ def ops():
     tx = torch.randn(r, c, device="cuda")
     tg = torch.randn(r, c, device="cuda")
     tgr = torch.randn(r, device="cuda")
-    row("softmax 4096x4096", cuda_time(lambda: vo.softmax(tx)), cuda_time(lambda: torch.softmax(tx, -1)),
+    row("softmax 4096x4096", timed(lambda: vo.softmax(tx)), timed(lambda: torch.softmax(tx, -1)),
         "torch.softmax", rel(cp.asarray(vo.softmax(tx)), cp.asarray(torch.softmax(tx, -1))))
-    row("logsumexp 4096x4096", cuda_time(lambda: vo.logsumexp(tx)), cuda_time(lambda: torch.logsumexp(tx, -1)),
+    row("logsumexp 4096x4096", timed(lambda: vo.logsumexp(tx)), timed(lambda: torch.logsumexp(tx, -1)),
         "torch.logsumexp", rel(cp.asarray(vo.logsumexp(tx)), cp.asarray(torch.logsumexp(tx, -1))))
-    row("layer_norm 4096x4096", cuda_time(lambda: vo.layer_norm(tx)),
-        cuda_time(lambda: F.layer_norm(tx, (c,))), "F.layer_norm",
+    row("layer_norm 4096x4096", timed(lambda: vo.layer_norm(tx)),
+        timed(lambda: F.layer_norm(tx, (c,))), "F.layer_norm",
         rel(cp.asarray(vo.layer_norm(tx)), cp.asarray(F.layer_norm(tx, (c,)))))
-    row("row_sum 4096x4096", cuda_time(lambda: vo.row_sum(tx)), cuda_time(lambda: tx.sum(-1)), "torch.sum(-1)",
+    row("row_sum 4096x4096", timed(lambda: vo.row_sum(tx)), timed(lambda: tx.sum(-1)), "torch.sum(-1)",
         rel(cp.asarray(vo.row_sum(tx)), cp.asarray(tx.double().sum(-1))))
-    row("row_max 4096x4096", cuda_time(lambda: vo.row_max(tx)), cuda_time(lambda: tx.amax(-1)), "torch.amax(-1)",
+    row("row_max 4096x4096", timed(lambda: vo.row_max(tx)), timed(lambda: tx.amax(-1)), "torch.amax(-1)",
         rel(cp.asarray(vo.row_max(tx)), cp.asarray(tx.amax(-1))))
 
     # value and gradient: vyre's forward + gradient program against PyTorch's forward + backward
@@ -480,25 +512,25 @@ def ops():
         fn(txr).backward(cot)
         return txr.grad
 
-    row("softmax value+grad", cuda_time(vg_softmax), cuda_time(lambda: tvg(lambda a: torch.softmax(a, -1), tg)),
+    row("softmax value+grad", timed(vg_softmax), timed(lambda: tvg(lambda a: torch.softmax(a, -1), tg)),
         "torch fwd+bwd", rel(cp.asarray(vg_softmax()), cp.asarray(tvg(lambda a: torch.softmax(a, -1), tg))))
 
     def vg_lse():
         return vo.logsumexp_grad(tx, vo.logsumexp(tx), tgr)
 
-    row("logsumexp value+grad", cuda_time(vg_lse), cuda_time(lambda: tvg(lambda a: torch.logsumexp(a, -1), tgr)),
+    row("logsumexp value+grad", timed(vg_lse), timed(lambda: tvg(lambda a: torch.logsumexp(a, -1), tgr)),
         "torch fwd+bwd", rel(cp.asarray(vg_lse()), cp.asarray(tvg(lambda a: torch.logsumexp(a, -1), tgr))))
 
     def vg_ln():
         _, mu, rs = vo.layer_norm(tx, return_stats=True)
         return vo.layer_norm_grad(tx, tg, mu, rs)
 
-    row("layer_norm value+grad", cuda_time(vg_ln), cuda_time(lambda: tvg(lambda a: F.layer_norm(a, (c,)), tg)),
+    row("layer_norm value+grad", timed(vg_ln), timed(lambda: tvg(lambda a: F.layer_norm(a, (c,)), tg)),
         "torch fwd+bwd", rel(cp.asarray(vg_ln()), cp.asarray(tvg(lambda a: F.layer_norm(a, (c,)), tg))))
 
     m = cp.random.standard_normal((r, c), dtype=cp.float32)
     v = cp.random.standard_normal(c, dtype=cp.float32)
-    row("matvec 4096x4096", cuda_time(lambda: vo.matvec(m, v)), cuda_time(lambda: m @ v), "cuBLAS (cupy)",
+    row("matvec 4096x4096", timed(lambda: vo.matvec(m, v)), timed(lambda: m @ v), "cuBLAS (cupy)",
         rel(vo.matvec(m, v), m.astype(cp.float64) @ v.astype(cp.float64)))
     g = cp.ones(r, cp.float32)
 
@@ -514,8 +546,8 @@ def ops():
         tv.grad = None
         (tm @ tv).sum().backward()
 
-    t_ref = cuda_time(tvg_mv, reps=10)
-    row("matvec value+grad", cuda_time(vg_mv, reps=10), t_ref, "torch fwd+bwd (cuBLAS)",
+    t_ref = timed(tvg_mv, reps=10)
+    row("matvec value+grad", timed(vg_mv, reps=10), t_ref, "torch fwd+bwd (cuBLAS)",
         rel(vg_mv()[1], m.astype(cp.float64).sum(axis=0)))
     # before: the examples.matvec program (one invocation per row) through vyre.autodiff
     fwd = matvec_example()
@@ -531,18 +563,22 @@ def ops():
                       backend="cuda")
 
     vg_old()
-    row("matvec value+grad, before: examples.matvec via autodiff", cuda_time(vg_old, reps=10), t_ref,
+    row("matvec value+grad, before: examples.matvec via autodiff", timed(vg_old, reps=10), t_ref,
         "torch fwd+bwd (cuBLAS)", rel(gv, m.astype(cp.float64).sum(axis=0)))
-    print("| op | vyre (ms) | reference (ms) | speed vs reference | rel. error |\n|---|---|---|---|---|")
-    print("\n".join(rows))
+    print(f"\n{header}\n" + "\n".join(rows))
     x = cp.random.standard_normal(n, dtype=cp.float32)
     small = cp.random.standard_normal(1 << 12, dtype=cp.float32)
     h_sum = host_time_per_call(lambda: vo.sum(small), n=2000)
     h_cp = host_time_per_call(lambda: cp.sum(small), n=2000)
     h_sm = host_time_per_call(lambda: vo.softmax(tx[:4]), n=2000)
+    h_tsm = host_time_per_call(lambda: torch.softmax(tx[:4], -1), n=2000)
+    h_mv = host_time_per_call(lambda: vo.matvec(m[:8], v), n=2000)
+    h_cmv = host_time_per_call(lambda: m[:8] @ v, n=2000)
     print(f"\nhost time per call (4096 elements, two launches): vyre.ops.sum {h_sum * 1e6:.1f} us, cupy.sum "
-          f"{h_cp * 1e6:.1f} us; vyre.ops.softmax (4 rows, one launch) {h_sm * 1e6:.1f} us")
-    res["host_us"] = {"vyre_sum": h_sum * 1e6, "cupy_sum": h_cp * 1e6, "vyre_softmax": h_sm * 1e6}
+          f"{h_cp * 1e6:.1f} us; vyre.ops.softmax (4 rows, one launch) {h_sm * 1e6:.1f} us, torch.softmax "
+          f"{h_tsm * 1e6:.1f} us; vyre.ops.matvec (8 rows) {h_mv * 1e6:.1f} us, cupy m @ v {h_cmv * 1e6:.1f} us")
+    res["host_us"] = {"vyre_sum": h_sum * 1e6, "cupy_sum": h_cp * 1e6, "vyre_softmax": h_sm * 1e6,
+                      "torch_softmax": h_tsm * 1e6, "vyre_matvec": h_mv * 1e6, "cupy_matvec": h_cmv * 1e6}
     RESULTS["ops"] = res
 
 
