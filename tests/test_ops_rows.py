@@ -170,6 +170,29 @@ def test_matvec(backend: str, gpu_form: bool | None, data: st.DataObject) -> Non
     _close(got, want, np.dtype(dt), 1 + float(mag.max(initial=0)))  # NaN/inf positions must agree
 
 
+@settings(max_examples=8)
+@given(data=st.data())
+def test_matvec_gpu_form_knobs(data: st.DataObject) -> None:
+    """The GPU form's launch knobs (rows per subgroup, columns per lane and step, workgroup size)
+    change the partition only: several rows per subgroup with a last subgroup past the end (its
+    spare rows read the last row and store nothing), a tail step, an inf past a row's end."""
+    from vyre.driver.dispatch import dispatch
+    from vyre.ir import F64
+
+    nr, u, wg = data.draw(st.sampled_from([(1, 8, 256), (2, 4, 64), (3, 2, 64), (4, 4, 128)]))
+    r, c = data.draw(st.tuples(st.integers(1, 13), st.integers(1, 140)))
+    m = np.asarray(data.draw(st.lists(st.floats(-4, 4), min_size=r * c, max_size=r * c))).reshape(r, c)
+    v = np.asarray(data.draw(st.lists(st.floats(-4, 4), min_size=c, max_size=c)))
+    if r > 1:
+        m[1, 0] = math.inf  # row 0's tail step reads it past its end: must not give inf * 0 = NaN there
+    prog = L.matvec_program(F64, gpu=True, rows=nr, unroll=u, wg=wg)
+    got = dispatch(prog, {"m": m.reshape(-1), "v": v, "out": np.zeros(r)}, backend="interp",
+                   grid=-(-r // (wg // 32 * nr)))["out"]
+    with np.errstate(all="ignore"):
+        want = (m * v).sum(-1)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_bad_shapes_are_clear_errors() -> None:
     with pytest.raises(vo.OpsError, match="2-D"):
         vo.softmax(np.zeros(4), backend="cpu")

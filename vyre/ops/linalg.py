@@ -1,9 +1,10 @@
 """``matvec(m, v)`` and its gradient.
 
-* Forward, GPU form: one subgroup per row (``MATVEC_WG / 32`` rows per workgroup). The 32 lanes
-  read the row coalesced, ``GPU_UNROLL`` loads in flight each, accumulate (in f64 for f32), and one
-  subgroup reduce gives the row; lane 0 stores it. CPU form: one invocation per row, stride-1,
-  8 accumulators.
+* Forward, GPU form: ``MATVEC_ROWS`` consecutive rows per subgroup (``MATVEC_WG / 32``
+  subgroups per workgroup; one row measured fastest). The 32 lanes read a row coalesced,
+  ``GPU_UNROLL`` columns each per step, all the step's loads first under one in-range check,
+  accumulate (in f64 for f32), and one subgroup reduce per row gives it; lane 0 stores it.
+  CPU form: one invocation per row, stride-1, 8 accumulators.
 * Gradient (``matvec_grad``): ``grad_m = outer(g, v)`` is elementwise (one flat program);
   ``grad_v = m^T g`` sums columns: invocation ``(chunk, j)`` sums column ``j`` over a chunk of rows
   (consecutive invocations read consecutive columns of the same rows: coalesced), and a second pass
@@ -18,17 +19,21 @@ import functools
 from typing import Any
 
 from ..ir import (
-    F64, assign, DataType, Expr, Node, Program, buflen, cast, gid, if_, lane, let, lid, load, loop, minimum,
-    output, read, store, u32, var, wgid,
+    F64, BufferDecl, DataType, Expr, Node, Program, assign, buflen, cast, gid, if_, lane, let, lid, load, loop,
+    minimum, output, read, select, store, u32, var, wgid,
 )
 from ..ir.expr import lit
-from ._blocks import SUBGROUP, Combine, subgroup_combine
+from ._blocks import SUBGROUP, Combine, subgroup_combine, tree
 from ._rows import RowLoop
 from ._runtime import OpsError, prepare
 
 __all__ = ["MATVEC_WG", "matvec", "matvec_grad", "matvec_program", "outer_program", "vecmat_program"]
 
 MATVEC_WG = 256
+#: GPU form: rows per subgroup. Measured on an H100 (BENCHMARKS.md, vyre.ops): 1 row, 8 columns
+#: per lane per step: 28.0 us for 4096x4096 f32; 2 rows 32.5 us, 4 rows 29.8-41.8 us, 8 rows 42.4 us,
+#: 1 row with 16 columns 35.0 us (re-using v across rows does not pay: v stays in L1 anyway)
+MATVEC_ROWS = 1
 GPU_UNROLL = 8
 CPU_UNROLL = 8
 #: rows per chunk of the column sums of ``grad_v`` (first pass)
@@ -39,31 +44,77 @@ def _acc(t: DataType) -> DataType:
     return F64 if t is DataType.F32 else t
 
 
-@functools.lru_cache(maxsize=16)
-def matvec_program(t: DataType, *, gpu: bool) -> Program:
-    """``out[r] = sum_j m[r * cols + j] * v[j]``, ``cols = len(v)``, ``rows = len(out)``."""
+@functools.lru_cache(maxsize=32)
+def matvec_program(t: DataType, *, gpu: bool, rows: int = MATVEC_ROWS, unroll: int = GPU_UNROLL,
+                   wg: int = MATVEC_WG) -> Program:
+    """``out[r] = sum_j m[r * cols + j] * v[j]``, ``cols = len(v)``, ``rows = len(out)``.
+
+    GPU form: each subgroup of a workgroup of ``wg`` computes ``rows`` consecutive rows (launch
+    ``ceil(len(out) / (wg / 32 * rows))`` workgroups); its lanes read ``unroll`` columns each per
+    step, coalesced, and each ``v`` element is loaded (and widened) once for all ``rows`` rows."""
     a = _acc(t)
     bufs = [read("m", 0, t), read("v", 1, t), output("out", 2, t)]
     if gpu:
-        per = MATVEC_WG // SUBGROUP
-        r: Expr = wgid() * u32(per) + lid() / u32(SUBGROUP)
-    else:
-        r = gid()
-    body: list[Node] = [let("r", r), let("cols", buflen("v"))]
-    rl = RowLoop(gpu, SUBGROUP if gpu else 1, GPU_UNROLL if gpu else CPU_UNROLL, lane(),
-                 var("r") * var("cols"), var("cols"), cols_of=("v",))
+        return _matvec_gpu(t, a, bufs, rows, unroll, wg)
+    body: list[Node] = [let("r", gid()), let("cols", buflen("v"))]
+    rl = RowLoop(False, 1, CPU_UNROLL, lane(), var("r") * var("cols"), var("cols"), cols_of=("v",))
     nodes, part = rl.reduce("s", Combine.ADD, a, lambda ld: cast(a, ld("m")) * cast(a, ld("v")), ("m", "v"))
     body += nodes
-    if gpu:
-        # rows past the end (the last workgroup's spare subgroups) read past m's end: zeros; their
-        # lanes still take part in the subgroup reduce, which must be reached by all
-        more, total = subgroup_combine("w", part, Combine.ADD, a)
-        body += more
-        body.append(if_(lane().eq(u32(0)).and_(var("r").lt(buflen("out"))),
-                        [store("out", var("r"), cast(t, total))]))
-        return Program.wrapped(bufs, MATVEC_WG, body)
     body.append(store("out", var("r"), cast(t, part)))
     return Program.wrapped(bufs, 1, [let("r0", gid()), if_(var("r0").lt(buflen("out")), body)])
+
+
+def _matvec_gpu(t: DataType, a: DataType, bufs: list[BufferDecl], nr: int, u: int, wg: int) -> Program:
+    span = SUBGROUP * u
+    cols, b, tb = var("cols"), var("b"), var("tb")
+    body: list[Node] = [
+        let("r0", (wgid() * u32(wg // SUBGROUP) + lid() / u32(SUBGROUP)) * u32(nr)),
+        let("nrows", buflen("out")),
+        let("cols", buflen("v")),
+    ]
+    # a subgroup's rows past the last read the last row (a real one) and store nothing, so every
+    # load of a full step is in range and the step needs one check (docs/codegen.md, "Bounds guards")
+    body += [let(f"base{i}", minimum(var("r0") + u32(i), var("nrows") - u32(1)) * cols) for i in range(nr)]
+    body += [let(f"a{i}_{k}", lit(0.0, a)) for i in range(nr) for k in range(u)]
+
+    def step(j0: Expr, guarded: bool) -> list[Node]:
+        js = [j0 + u32(k * SUBGROUP) if k else j0 for k in range(u)]
+        out: list[Node] = []
+        for k, j in enumerate(js):  # every load of the step first: they issue together
+            out.append(let(f"v{k}", cast(a, load("v", j))))
+            for i in range(nr):
+                out.append(let(f"m{i}_{k}", cast(a, load("m", var(f"base{i}") + j))))
+        for k, j in enumerate(js):
+            for i in range(nr):
+                term: Expr = var(f"m{i}_{k}") * var(f"v{k}")
+                if guarded:  # past the row's end m reads the next row: the term must be 0, not 0 * inf
+                    term = select(j.lt(cols), term, lit(0.0, a))
+                out.append(assign(f"a{i}_{k}", var(f"a{i}_{k}") + term))
+        if guarded:
+            return out
+        conds: list[Expr] = [j.lt(buflen("v")) for j in js]
+        conds += [(var(f"base{i}") + j).lt(buflen("m")) for i in range(nr) for j in js]
+        return [if_(_all(conds), out)]
+
+    body += [
+        loop("c", u32(0), cols / u32(span), [let("b", var("c") * u32(span) + lane()), *step(b, False)]),
+        let("tb", (cols / u32(span)) * u32(span) + lane()),
+        *step(tb, True),
+    ]
+    for i in range(nr):
+        nodes, part = tree(f"t{i}", [var(f"a{i}_{k}") for k in range(u)], Combine.ADD)
+        more, total = subgroup_combine(f"w{i}", part, Combine.ADD, a)
+        body += nodes + more
+        r = var("r0") + u32(i) if i else var("r0")
+        body.append(if_(lane().eq(u32(0)).and_(r.lt(var("nrows"))), [store("out", r, cast(t, total))]))
+    return Program.wrapped(bufs, wg, body)
+
+
+def _all(conds: list[Expr]) -> Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = out.and_(c)
+    return out
 
 
 @functools.lru_cache(maxsize=8)
@@ -141,9 +192,11 @@ def matvec(m: Any, v: Any, *, backend: str | None = None, _gpu_form: bool | None
     t = arrs["m"].dtype
     out = ctx.empty(rows, t)
     if rows:
-        per = MATVEC_WG // SUBGROUP
+        per = MATVEC_WG // SUBGROUP * MATVEC_ROWS
         grid = -(-rows // per) if ctx.gpu_form else rows
-        ctx.run(matvec_program(t, gpu=ctx.gpu_form), {"m": arrs["m"].data, "v": arrs["v"].data, "out": out}, grid)
+        prog = (matvec_program(t, gpu=True, rows=MATVEC_ROWS, unroll=GPU_UNROLL, wg=MATVEC_WG) if ctx.gpu_form
+                else matvec_program(t, gpu=False))
+        ctx.run(prog, {"m": arrs["m"].data, "v": arrs["v"].data, "out": out}, grid)
     return ctx.result(out, (rows,))
 
 
