@@ -101,11 +101,10 @@ def test_cpu_form_is_bit_identical_on_cpu_and_interpreter(x: np.ndarray) -> None
 
 
 def test_parallel_blocks_cover_everything() -> None:
-    """Inputs past CPU_PARALLEL_MIN run on the parallel entries: blocks of CPU_BLOCK for sum/max
-    (the lane-array form; a second pass over the partials) and CPU_PARALLEL_BLOCKS blocks for
-    argmax; a length that does not divide evenly must still count every element once, and a
-    block's tail (fewer than CPU_LANES elements) too."""
-    n = R.CPU_PARALLEL_MIN + 12345
+    """Large inputs run on the parallel entries in blocks of CPU_BLOCK (the lane-array forms; a
+    second pass over the partials); a length that does not divide evenly must still count every
+    element once, and a block's tail (fewer than CPU_LANES elements) too."""
+    n = (1 << 20) + 12345
     x = np.ones(n, np.float32)
     x[-1] = 7.0
     assert ops.sum(x, backend="cpu") == n + 6

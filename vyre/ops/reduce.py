@@ -50,13 +50,9 @@ GPU_WG = 256
 GPU_UNROLL = 8
 #: CPU form: accumulators per block (lanes of one vectorised add)
 CPU_LANES = 32
-#: argmax's CPU form: inputs of at least this many elements are split into CPU_PARALLEL_BLOCKS blocks,
-#: enough invocations for dispatch to run them on every core; smaller ones into blocks of CPU_SMALL_BLOCK.
-CPU_PARALLEL_MIN = 1 << 20
-CPU_PARALLEL_BLOCKS = 1 << 15
-CPU_SMALL_BLOCK = 4096
-#: CPU form of full_program: elements per block at most (one workgroup; blocks run in parallel).
-#: Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a little overhead.
+#: CPU forms (full_program, argmax_program): elements per block at most (one workgroup; blocks run
+#: in parallel). Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a
+#: little overhead.
 CPU_BLOCK = 1 << 13
 
 
@@ -249,6 +245,8 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
         bufs.append(read("xi", 1, U32))
     val, idx = output("val", len(bufs), t), output("idx", len(bufs) + 1, U32)
     bufs += [val, idx]
+    if not gpu:
+        return _argmax_lanes(t, bufs, indexed)
     n = var("n")
     body: list[Node] = [let("n", buflen("x")), let("m", lit(-math.inf, t)), let("mi", u32(_NONE))]
 
@@ -260,51 +258,88 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
             cond = i.lt(n).and_(cond)
         return [if_(cond, [assign("m", v), assign("mi", gi)])]
 
-    if gpu:
-        s = var("stride")
-        body += [
-            let("t", gid()),
-            let("stride", buflen(val) * u32(GPU_WG)),
-            let("steps", (n + s - u32(1)) / s),
-            loop("c", u32(0), var("steps"), [let("i", var("c") * s + var("t")), *visit(var("i"), True)]),
+    s = var("stride")
+    body += [
+        let("t", gid()),
+        let("stride", buflen(val) * u32(GPU_WG)),
+        let("steps", (n + s - u32(1)) / s),
+        loop("c", u32(0), var("steps"), [let("i", var("c") * s + var("t")), *visit(var("i"), True)]),
+    ]
+    # across the subgroup: the max (NaN flagged separately), then the lowest index holding it
+    nodes, wmax = subgroup_combine("w", var("m"), Combine.MAX, t)
+    body += [*nodes, let("wm", wmax)]
+    body += _lowest_index("w", var("m"), var("mi"), var("wm"))
+    nw = GPU_WG // SUBGROUP
+    tv, ti = workgroup("tv", nw, t), workgroup("ti", nw, U32)
+    bufs += [tv, ti]
+    body += [
+        if_(lane().eq(u32(0)), [store(tv, lid() / u32(SUBGROUP), var("wm")),
+                                store(ti, lid() / u32(SUBGROUP), var("w_i"))]),
+        barrier(),
+        let("pm", select(lane().lt(u32(nw)), tv[lane()], lit(-math.inf, t))),
+        let("pi", select(lane().lt(u32(nw)), ti[lane()], u32(_NONE))),
+    ]
+    nodes, gmax = subgroup_combine("g", var("pm"), Combine.MAX, t)
+    body += [*nodes, let("gm", gmax)]
+    body += _lowest_index("g", var("pm"), var("pi"), var("gm"))
+    body.append(if_(lid().eq(u32(0)), [store(val, wgid(), var("gm")), store(idx, wgid(), var("g_i"))]))
+    return Program.wrapped(bufs, GPU_WG, body)
+
+
+def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program:
+    """The CPU form of :func:`argmax_program`, one invocation per workgroup and a block per
+    workgroup, in two lane-array loops (elementwise, so LLVM vectorises them, as in
+    :func:`_lane_program`): the block's maximum (NaN-propagating), then per lane the lowest index
+    holding it; the lanes then merge pairwise (max) and by the smallest index (min)."""
+    lm, li = workgroup("lanes_m", CPU_LANES, t), workgroup("lanes_i", CPU_LANES, U32)
+    val, idx = bufs[-2], bufs[-1]
+    bufs = [*bufs, lm, li]
+    n, g, k, m = var("n"), var("g"), var("k"), var("m")
+
+    def blocked(prefix: str, visit: Any) -> list[Node]:
+        """``visit(i, slot, tmp)`` for every element ``i`` of the block, ``slot`` its lane."""
+        p = var(f"{prefix}_p")
+        return [
+            loop(f"{prefix}_j", u32(0), var("steps"), [
+                let(f"{prefix}_p", var("lo") + var(f"{prefix}_j") * u32(CPU_LANES)),
+                loop("k", u32(0), buflen(lm), [if_((p + k).lt(n), visit(p + k, k, f"{prefix}_v"))]),
+            ]),
+            loop(f"{prefix}_q", var("t0"), var("hi"), [if_(var(f"{prefix}_q").lt(n), visit(
+                var(f"{prefix}_q"), var(f"{prefix}_q") - var("t0"), f"{prefix}_w"))]),
         ]
-        # across the subgroup: the max (NaN flagged separately), then the lowest index holding it
-        nodes, wmax = subgroup_combine("w", var("m"), Combine.MAX, t)
-        body += [*nodes, let("wm", wmax)]
-        body += _lowest_index("w", var("m"), var("mi"), var("wm"))
-        nw = GPU_WG // SUBGROUP
-        tv, ti = workgroup("tv", nw, t), workgroup("ti", nw, U32)
-        bufs += [tv, ti]
-        body += [
-            if_(lane().eq(u32(0)), [store(tv, lid() / u32(SUBGROUP), var("wm")),
-                                    store(ti, lid() / u32(SUBGROUP), var("w_i"))]),
-            barrier(),
-            let("pm", select(lane().lt(u32(nw)), tv[lane()], lit(-math.inf, t))),
-            let("pi", select(lane().lt(u32(nw)), ti[lane()], u32(_NONE))),
-        ]
-        nodes, gmax = subgroup_combine("g", var("pm"), Combine.MAX, t)
-        body += [*nodes, let("gm", gmax)]
-        body += _lowest_index("g", var("pm"), var("pi"), var("gm"))
-        body.append(if_(lid().eq(u32(0)), [store(val, wgid(), var("gm")), store(idx, wgid(), var("g_i"))]))
-    else:
-        # CPU: the block's maximum first (a select per element), then the lowest index holding it
-        # (a compare and a select): two cheap loops instead of one with the full tie rule in it
-        g, q, v = var("g"), var("q"), var("v")
-        gi = load("xi", q) if indexed else q
-        hit = select(isnan(var("m")), isnan(v), v.eq(var("m")))
-        body += [
-            let("g", gid()),
-            let("bl", (n + buflen(val) - u32(1)) / buflen(val)),
-            let("lo", minimum(g * var("bl"), n)),
-            let("hi", minimum(var("lo") + var("bl"), n)),
-            loop("q", var("lo"), var("hi"), [
-                let("v", load("x", q)), assign("m", Combine.MAX.step(var("m"), v))]),
-            loop("q", var("lo"), var("hi"), [
-                let("v", load("x", q)), let("gi", gi),
-                assign("mi", select(hit.and_(var("gi").lt(var("mi"))), var("gi"), var("mi")))]),
-            if_(g.lt(buflen(val)), [store(val, g, var("m")), store(idx, g, var("mi"))]),
-        ]
-    return Program.wrapped(bufs, GPU_WG if gpu else 1, body)
+
+    def max_step(i: Expr, slot: Expr, tmp: str) -> list[Node]:
+        return [let(tmp, load("x", i)), store(lm, slot, Combine.MAX.step(lm[slot], var(tmp)))]
+
+    def index_step(i: Expr, slot: Expr, tmp: str) -> list[Node]:
+        v, gi = var(tmp), var(f"{tmp}_i")
+        hit = select(isnan(m), isnan(v), v.eq(m))
+        return [let(tmp, load("x", i)), let(f"{tmp}_i", load("xi", i) if indexed else i),
+                store(li, slot, select(hit.and_(gi.lt(li[slot])), gi, li[slot]))]
+
+    body: list[Node] = [
+        let("n", buflen("x")),
+        let("g", wgid()),
+        loop("k", u32(0), buflen(lm), [store(lm, k, lit(-math.inf, t)), store(li, k, u32(_NONE))]),
+        let("bl", (n + buflen(val) - u32(1)) / buflen(val)),
+        let("lo", minimum(g * var("bl"), n)),
+        let("hi", minimum(var("lo") + var("bl"), n)),
+        let("steps", (var("hi") - var("lo")) / u32(CPU_LANES)),
+        let("t0", var("lo") + var("steps") * u32(CPU_LANES)),
+        *blocked("a", max_step),
+    ]
+    nodes, best = tree("am", [lm[u32(i)] for i in range(CPU_LANES)], Combine.MAX)
+    body += [*nodes, let("m", best), *blocked("b", index_step)]
+    # the lowest index among the lanes (each holds its own lowest hit, or _NONE)
+    names = [f"ai_{i}" for i in range(CPU_LANES)]
+    body += [let(nm, li[u32(i)]) for i, nm in enumerate(names)]
+    level = 0
+    while len(names) > 1:
+        nxt = [f"ai_l{level}_{j}" for j in range(len(names) // 2)]
+        body += [let(nx, minimum(var(names[2 * j]), var(names[2 * j + 1]))) for j, nx in enumerate(nxt)]
+        names, level = nxt + ([names[-1]] if len(names) % 2 else []), level + 1
+    body.append(if_(g.lt(buflen(val)), [store(val, g, m), store(idx, g, var(names[0]))]))
+    return Program.wrapped(bufs, 1, body)
 
 
 def _lowest_index(prefix: str, m: Expr, mi: Expr, best: Expr) -> list[Node]:
@@ -324,16 +359,11 @@ def _gpu_form(ctx: Ctx) -> bool:
     return ctx.gpu_form
 
 
-def _partials(n: int, gpu: bool, cap: int = 0, lanes: bool = False) -> int:
-    """Workgroups (GPU: at most ``cap``) or blocks (CPU) of a pass over ``n`` elements (``lanes``:
-    the CPU form of :func:`full_program`, blocks of CPU_BLOCK)."""
+def _partials(n: int, gpu: bool, cap: int = 0) -> int:
+    """Workgroups (GPU: at most ``cap``) or blocks of CPU_BLOCK (CPU) of a pass over ``n`` elements."""
     if gpu:
         return builtins.max(1, builtins.min(cap or gpu_workgroups_cap(), -(-n // (GPU_WG * GPU_UNROLL))))
-    if lanes:
-        return builtins.max(1, -(-n // CPU_BLOCK))
-    if n >= CPU_PARALLEL_MIN:
-        return CPU_PARALLEL_BLOCKS
-    return builtins.max(1, -(-n // CPU_SMALL_BLOCK))
+    return builtins.max(1, -(-n // CPU_BLOCK))
 
 
 def _cap(ctx: Ctx, program: Program, deterministic: bool) -> int:
@@ -353,7 +383,7 @@ def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, determin
     n = arrs["x"].size
     inputs = {name: arr.data for name, arr in arrs.items()}
     cap = _cap(ctx, full_program(kind, t, a, gpu=True, acc=a), deterministic) if gpu else 0
-    g = _partials(n, gpu, cap, lanes=True)
+    g = _partials(n, gpu, cap)
     t_in = t
     while True:
         last = g == 1
@@ -370,7 +400,7 @@ def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, determin
             post = Post.NONE
         inputs = {"x": out}
         t_in = a
-        g = _partials(g, gpu, cap, lanes=True)
+        g = _partials(g, gpu, cap)
 
 
 def _reduce(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
