@@ -72,7 +72,9 @@ def test_row_programs(rows: int, cols: int, seed: int) -> None:
 @given(rows=st.integers(1, 6), cols=st.integers(1, 40), seed=st.integers(0, 2**16))
 def test_matvec_program(rows: int, cols: int, seed: int) -> None:
     inputs = {"m": _vec(seed, rows * cols), "v": _vec(seed + 1, cols), "out": np.zeros(rows)}
-    check_grad(L.matvec_program(F64, gpu=False), inputs, ["m", "v"], backend="interp", grid=rows)
+    # the GPU form (one subgroup per row, eight rows per workgroup): the CPU form's lane array is
+    # refused (test_cpu_whole_array_form_is_refused_with_a_fix)
+    check_grad(L.matvec_program(F64, gpu=True), inputs, ["m", "v"], backend="interp", grid=-(-rows // 8))
 
 
 def test_cpu_softmax_is_refused_as_in_place() -> None:
@@ -89,6 +91,8 @@ def test_cpu_whole_array_form_is_refused_with_a_fix() -> None:
     forms differentiate (above)."""
     with pytest.raises(AutodiffError, match=r"workgroup buffer 'lanes'.*Fix:"):
         grad(R.full_program(R.Reduce.SUM, F64, F64, gpu=False), ["out"], ["x"])
+    with pytest.raises(AutodiffError, match=r"workgroup buffer 'lanes'.*Fix:"):
+        grad(L.matvec_program(F64, gpu=False), ["out"], ["m", "v"])
 
 
 def test_gradient_programs_differentiate_too() -> None:

@@ -4,7 +4,8 @@
   subgroups per workgroup; one row measured fastest). The 32 lanes read a row coalesced,
   ``GPU_UNROLL`` columns each per step, all the step's loads first under one in-range check,
   accumulate (in f64 for f32), and one subgroup reduce per row gives it; lane 0 stores it.
-  CPU form: one invocation per row, stride-1, 8 accumulators.
+  CPU form: a block of rows per workgroup; per row, a lane array of 32 accumulators (the
+  vectorised loop of vyre.ops.reduce's CPU form), merged pairwise.
 * Gradient (``matvec_grad``): ``grad_m = outer(g, v)`` is elementwise (one flat program);
   ``grad_v = m^T g`` sums columns: invocation ``(chunk, j)`` sums column ``j`` over a chunk of rows
   (consecutive invocations read consecutive columns of the same rows: coalesced), and a second pass
@@ -20,11 +21,10 @@ from typing import Any
 
 from ..ir import (
     F64, BufferDecl, DataType, Expr, Node, Program, assign, buflen, cast, gid, if_, lane, let, lid, load, loop,
-    minimum, output, read, select, store, u32, var, wgid,
+    minimum, output, read, select, store, u32, var, wgid, workgroup,
 )
 from ..ir.expr import lit
 from ._blocks import SUBGROUP, Combine, subgroup_combine, tree
-from ._rows import RowLoop
 from ._runtime import OpsError, prepare
 
 __all__ = ["MATVEC_WG", "matvec", "matvec_grad", "matvec_program", "outer_program", "vecmat_program"]
@@ -35,7 +35,9 @@ MATVEC_WG = 256
 #: 1 row with 16 columns 35.0 us (re-using v across rows does not pay: v stays in L1 anyway)
 MATVEC_ROWS = 1
 GPU_UNROLL = 8
-CPU_UNROLL = 8
+#: CPU form: accumulators per row (lanes of one vectorised multiply-add) and elements per block
+CPU_LANES = 32
+CPU_BLOCK = 1 << 13
 #: rows per chunk of the column sums of ``grad_v`` (first pass)
 VECMAT_CHUNK = 64
 
@@ -56,12 +58,52 @@ def matvec_program(t: DataType, *, gpu: bool, rows: int = MATVEC_ROWS, unroll: i
     bufs = [read("m", 0, t), read("v", 1, t), output("out", 2, t)]
     if gpu:
         return _matvec_gpu(t, a, bufs, rows, unroll, wg)
-    body: list[Node] = [let("r", gid()), let("cols", buflen("v"))]
-    rl = RowLoop(False, 1, CPU_UNROLL, lane(), var("r") * var("cols"), var("cols"), cols_of=("v",))
-    nodes, part = rl.reduce("s", Combine.ADD, a, lambda ld: cast(a, ld("m")) * cast(a, ld("v")), ("m", "v"))
-    body += nodes
-    body.append(store("out", var("r"), cast(t, part)))
-    return Program.wrapped(bufs, 1, [let("r0", gid()), if_(var("r0").lt(buflen("out")), body)])
+    return _matvec_cpu(t, a, bufs)
+
+
+def cpu_rows_per_block(cols: int) -> int:
+    """CPU form: rows per workgroup (block), about CPU_BLOCK elements; the program computes the
+    same number from ``len(v)``, so the host launches ``ceil(rows / cpu_rows_per_block(cols))``."""
+    return (CPU_BLOCK + cols) // (cols + 1)
+
+
+def _matvec_cpu(t: DataType, a: DataType, bufs: list[BufferDecl]) -> Program:
+    """CPU form: one invocation per workgroup, a block of consecutive rows per workgroup (blocks
+    run on every core). Each row accumulates into a lane array of CPU_LANES accumulators in
+    workgroup memory, ``lanes[k] += m[base + p + k] * v[p + k]``: an elementwise loop, which LLVM
+    vectorises (a loop-carried scalar sum stays scalar without fast-math; docs/ops.md); the row's
+    last ``< CPU_LANES`` columns go one per lane, then the lanes merge pairwise."""
+    lanes = workgroup("lanes", CPU_LANES, a)
+    cols, k, p, base = var("cols"), var("k"), var("p"), var("base")
+
+    def into(j: Expr, slot: Expr, tmp: str) -> list[Node]:
+        cond = (base + j).lt(buflen("m")).and_(j.lt(buflen("v")))
+        return [if_(cond, [let(tmp, cast(a, load("m", base + j)) * cast(a, load("v", j))),
+                           store(lanes, slot, lanes[slot] + var(tmp))])]
+
+    nodes, total = tree("rm", [lanes[u32(i)] for i in range(CPU_LANES)], Combine.ADD)
+    row: list[Node] = [
+        let("base", var("r") * cols),
+        loop("k", u32(0), buflen(lanes), [store(lanes, k, lit(0.0, a))]),
+        # the lane loop runs to len(lanes), which proves lanes[k] in range (no guard to emit)
+        loop("j", u32(0), var("steps"), [
+            let("p", var("j") * u32(CPU_LANES)),
+            loop("k", u32(0), buflen(lanes), into(p + k, k, "x")),
+        ]),
+        loop("q", var("t0"), cols, into(var("q"), var("q") - var("t0"), "y")),
+        *nodes,
+        store("out", var("r"), cast(t, total)),
+    ]
+    body: list[Node] = [
+        let("cols", buflen("v")),
+        let("per", (u32(CPU_BLOCK) + cols) / (cols + u32(1))),
+        let("lo", minimum(wgid() * var("per"), buflen("out"))),
+        let("hi", minimum(var("lo") + var("per"), buflen("out"))),
+        let("steps", cols / u32(CPU_LANES)),
+        let("t0", var("steps") * u32(CPU_LANES)),
+        loop("r", var("lo"), var("hi"), row),
+    ]
+    return Program.wrapped([*bufs, lanes], 1, body)
 
 
 def _matvec_gpu(t: DataType, a: DataType, bufs: list[BufferDecl], nr: int, u: int, wg: int) -> Program:
@@ -193,7 +235,7 @@ def matvec(m: Any, v: Any, *, backend: str | None = None, _gpu_form: bool | None
     out = ctx.empty(rows, t)
     if rows:
         per = MATVEC_WG // SUBGROUP * MATVEC_ROWS
-        grid = -(-rows // per) if ctx.gpu_form else rows
+        grid = -(-rows // per) if ctx.gpu_form else -(-rows // cpu_rows_per_block(arrs["v"].shape[0]))
         prog = (matvec_program(t, gpu=True, rows=MATVEC_ROWS, unroll=GPU_UNROLL, wg=MATVEC_WG) if ctx.gpu_form
                 else matvec_program(t, gpu=False))
         ctx.run(prog, {"m": arrs["m"].data, "v": arrs["v"].data, "out": out}, grid)
