@@ -52,3 +52,29 @@ def test_toolchain_versions_agree_with_importlib_metadata() -> None:
         except PackageNotFoundError:
             want = "?"
         assert dist_version(dist, package) == want, dist
+
+
+_DISPATCH = ("import numpy as np, vyre\nfrom vyre.examples import fused_chain\n"
+             "x = np.ones({n}, np.float32)\n"
+             "vyre.dispatch(fused_chain(), {{'x': x, 'y': x, 'out': np.empty_like(x)}}, backend='cpu')\n"
+             "import sys\nprint('TUNER', 'vyre.tuning' in sys.modules)\n")
+
+
+def _tuner_loaded(tmp: Path, n: int, **env: str) -> bool:
+    full = {**os.environ, "PYTHONPATH": str(ROOT), "VYRE_CACHE_DIR": str(tmp), **env}
+    out = subprocess.run([sys.executable, "-c", _DISPATCH.format(n=n)], cwd=ROOT, env=full, capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    return out.strip().splitlines()[-1] == "TUNER True"
+
+
+def test_a_first_dispatch_the_tuner_could_not_change_does_not_import_it(tmp_path: Path) -> None:
+    # the tuner off, or too few invocations to measure, and no decision on disk: the default
+    # launch, without importing vyre.tuning (about 40 ms of a new process's first dispatch)
+    assert not _tuner_loaded(tmp_path, 1000, VYRE_AUTOTUNER="off")
+    assert not _tuner_loaded(tmp_path, 1000, VYRE_AUTOTUNER="on")
+    assert not _tuner_loaded(tmp_path, 1 << 16, VYRE_AUTOTUNER="off")
+    # enough invocations with the tuner on: it measures
+    assert _tuner_loaded(tmp_path, 1 << 16, VYRE_AUTOTUNER="on")
+    # a decision on disk (that run saved one) may apply in every mode: the tuner is asked
+    assert list((tmp_path / "tuner").glob("*.toml"))
+    assert _tuner_loaded(tmp_path, 1000, VYRE_AUTOTUNER="off")

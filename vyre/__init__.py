@@ -27,11 +27,51 @@ quiet_openmp()
 def _autotuned_launch(kernel: Kernel, arrays: object, invocations: int) -> Launch | None:
     """The launch policy until the autotuner is first needed: import :mod:`vyre.tuning` (which
     installs its own policy in this one's place) and ask it. Keeps ``import vyre`` from loading
-    the tuner; ``set_launch_policy(None)`` runs every flat kernel with its default launch."""
+    the tuner; ``set_launch_policy(None)`` runs every flat kernel with its default launch.
+
+    A call the tuner would not measure (the tuner off, or too few invocations) where no decision
+    is on disk gets the default launch without importing the tuner (about 40 ms of a new
+    process's first dispatch); remembered per kernel and size class, as the tuner remembers."""
+    key = (id(kernel), invocations.bit_length())
+    if _untuned.get(key) is kernel:
+        return None
+    if not _may_need_tuner(kernel, arrays, invocations):
+        if len(_untuned) >= 4096:
+            _untuned.clear()
+        _untuned[key] = kernel
+        return None
     from . import tuning
 
     tuning.install()
     return tuning.launch_for(kernel, arrays, invocations)  # type: ignore[arg-type]
+
+
+_untuned: dict[tuple[int, int], Kernel] = {}
+
+
+def _may_need_tuner(kernel: Kernel, arrays: object, invocations: int) -> bool:
+    """Could the tuner choose anything but the default launch for this call? (The rules of
+    vyre.tuning.autotune.launch_for: a cached decision applies in every mode; measuring needs the
+    tuner on and enough invocations or, on the CPU, enough work.)"""
+    from pathlib import Path
+
+    from .driver.dispatch import PARALLEL_MIN_WORK
+    from .driver.launch_policy import MIN_TUNE_INVOCATIONS
+    from .settings import TUNER_DIR, Mode, read_settings
+
+    settings = read_settings()
+    decisions = Path(settings.cache_root()) / TUNER_DIR
+    if decisions.is_dir() and any(decisions.glob("*.toml")):
+        return True
+    if settings.autotuner is Mode.OFF_USE_DEFAULT:
+        return False
+    if invocations >= MIN_TUNE_INVOCATIONS:
+        return True
+    if kernel.backend != "cpu" or not isinstance(arrays, dict):
+        return False
+    from .driver.work import work_per_invocation
+
+    return invocations * work_per_invocation(kernel.program, arrays) >= PARALLEL_MIN_WORK
 
 
 set_launch_policy(_autotuned_launch)

@@ -263,3 +263,7 @@ def backend_forced() -> bool:
 def cache_root(settings: Settings | None = None) -> Path:
     """Root directory of vyre's disk caches, from ``settings`` or the current environment."""
     return (settings if settings is not None else read_settings()).cache_root()
+
+
+#: The autotuner's decisions live in ``cache_root()/TUNER_DIR``, one TOML file per adapter.
+TUNER_DIR = "tuner"

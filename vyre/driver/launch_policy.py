@@ -15,7 +15,7 @@ from ..errors import DispatchError
 if TYPE_CHECKING:
     from .dispatch import Kernel, Launch
 
-__all__ = ["LaunchPolicy", "choose_launch", "launch_policy", "set_launch_policy"]
+__all__ = ["MIN_TUNE_INVOCATIONS", "LaunchPolicy", "choose_launch", "launch_policy", "set_launch_policy"]
 
 #: ``policy(kernel, arrays, invocations) -> Launch | None``: the launch of a flat kernel for one
 #: call. ``arrays`` maps every storage buffer to its checked, bound array (numpy on the CPU, a
@@ -23,6 +23,9 @@ __all__ = ["LaunchPolicy", "choose_launch", "launch_policy", "set_launch_policy"
 #: :func:`set_launch_policy`.
 LaunchPolicy = Callable[["Kernel", Mapping[str, Any], int], "Launch | None"]
 _policy: LaunchPolicy | None = None
+#: The autotuner measures nothing below this many invocations (launch overhead dominates any
+#: choice there), unless a CPU call's estimated work reaches ``dispatch.PARALLEL_MIN_WORK``.
+MIN_TUNE_INVOCATIONS = 1 << 15
 
 
 def set_launch_policy(policy: LaunchPolicy | None) -> LaunchPolicy | None:

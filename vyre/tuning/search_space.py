@@ -15,6 +15,7 @@ import platform
 from ..errors import DispatchError, TunerError
 from ..ir import Program
 from ..driver.dispatch import Launch
+from ..driver.launch_policy import MIN_TUNE_INVOCATIONS
 from .tuner import StaticProgramShape, TunerProgramKey
 
 CUDA_WORKGROUPS: tuple[int, ...] = (32, 64, 128, 256, 512, 1024)
@@ -27,8 +28,6 @@ CPU_IPT: tuple[int, ...] = tuple(2**k for k in range(10))
 CPU_SMALL_CHUNKS: tuple[int, ...] = (64, 256)
 #: One chunk of 2^22 invocations: for problems up to that size, the serial entry.
 CPU_SERIAL = Launch(CPU_UNIT, 4096)
-#: The dispatch hook measures nothing below this many invocations.
-MIN_TUNE_INVOCATIONS = 1 << 15
 _CUDA_LIKE = ("cuda", "cudasim")
 #: Backends whose flat kernels have launch knobs.
 TUNABLE_BACKENDS = ("cpu", *_CUDA_LIKE)

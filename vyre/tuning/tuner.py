@@ -22,7 +22,7 @@ import blake3
 import numpy as np
 
 from ..errors import TunerError
-from ..settings import Mode, cache_root
+from ..settings import TUNER_DIR, Mode, cache_root
 from .timers import BackendTimer, CallableTimer, CudaEventTimer, PerfCounterTimer, SafeTimer
 from .cache import (
     MAX_LAUNCH_INVOCATIONS, MAX_TUNER_CACHE_BYTES, MAX_WORKGROUP_INVOCATIONS, StaticProgramShape, TunerCache,
@@ -123,7 +123,7 @@ class Tuner:
     def cache_path_for_adapter(adapter_fp: str, root: Path | None = None) -> Path:
         """``cache_root()/tuner/<sanitised adapter_fp>.toml``."""
         base = root if root is not None else cache_root()
-        return base / "tuner" / f"{adapter_file_stem(adapter_fp)}.toml"
+        return base / TUNER_DIR / f"{adapter_file_stem(adapter_fp)}.toml"
 
     @staticmethod
     def candidates_for(max_invocations: int) -> list[int]:
