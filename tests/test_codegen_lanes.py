@@ -27,7 +27,7 @@ def test_kinds_of_index_shapes() -> None:
         (load(x, var("j")), U), (load(x, gid()), X), (var("j") * u32(2) + u32(1), U), (cast(I32, gid()), D),
     ]
     for e, want in cases:
-        assert k.of(e, local) is want, (e, want)
+        assert k.of(e, local.get) is want, (e, want)
 
 
 def test_cuda_keeps_plain_atomics_where_lanes_add_to_different_elements() -> None:

@@ -361,7 +361,11 @@ class Emitter:
 
     def lane_kind(self, e: Expr, scope: dict[str, Binding]) -> LaneKind:
         """How ``e`` varies across a warp's lanes (vyre/codegen/lanes.py)."""
-        return self.lanes.of(e, {n: b.src for n, b in scope.items() if n not in self.mutable})
+        def local(name: str) -> str | None:
+            b = scope.get(name)
+            return None if b is None or name in self.mutable else b.src
+
+        return self.lanes.of(e, local)
 
     # ---- bounds facts ------------------------------------------------------------------
     def len_of(self, e: Expr, scope: dict[str, Binding]) -> str | None:

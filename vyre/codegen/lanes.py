@@ -13,6 +13,7 @@ proof (``gid % len(out)`` with a one-element ``out`` is "distinct").
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..ir import (
@@ -41,9 +42,9 @@ class LaneKinds:
     def record(self, src: str, kind: LaneKind) -> None:
         self.kinds[src] = kind
 
-    def of(self, e: Expr, local: dict[str, str]) -> LaneKind:
-        """The kind of ``e``; ``local`` maps the names in scope that are never assigned to their
-        source names (assigned ones are unknown: their value depends on the path taken)."""
+    def of(self, e: Expr, local: Callable[[str], str | None]) -> LaneKind:
+        """The kind of ``e``; ``local(name)`` is the source name of a local in scope that is never
+        assigned, else None (assigned ones are unknown: their value depends on the path taken)."""
         match e:
             case LitBool() | LitI32() | LitU32() | LitF32() | LitF64() | BufLen() | WorkgroupId() | SubgroupSize():
                 return _U
@@ -52,7 +53,7 @@ class LaneKinds:
             case SubgroupLocalId():
                 return _D
             case Var(name):
-                src = local.get(name)
+                src = local(name)
                 return _X if src is None else self.kinds.get(src, _X)
             case Load(_, index):
                 return _U if self.of(index, local) is _U else _X
