@@ -53,25 +53,14 @@ def _may_need_tuner(kernel: Kernel, arrays: object, invocations: int) -> bool:
     """Could the tuner choose anything but the default launch for this call? (The rules of
     vyre.tuning.autotune.launch_for: a cached decision applies in every mode; measuring needs the
     tuner on and enough invocations or, on the CPU, enough work.)"""
-    from pathlib import Path
-
-    from .driver.dispatch import PARALLEL_MIN_WORK
-    from .driver.launch_policy import MIN_TUNE_INVOCATIONS
+    from .driver.launch_policy import measurable
     from .settings import TUNER_DIR, Mode, read_settings
 
     settings = read_settings()
-    decisions = Path(settings.cache_root()) / TUNER_DIR
+    decisions = settings.cache_root() / TUNER_DIR
     if decisions.is_dir() and any(decisions.glob("*.toml")):
         return True
-    if settings.autotuner is Mode.OFF_USE_DEFAULT:
-        return False
-    if invocations >= MIN_TUNE_INVOCATIONS:
-        return True
-    if kernel.backend != "cpu" or not isinstance(arrays, dict):
-        return False
-    from .driver.work import work_per_invocation
-
-    return invocations * work_per_invocation(kernel.program, arrays) >= PARALLEL_MIN_WORK
+    return settings.autotuner is not Mode.OFF_USE_DEFAULT and measurable(kernel, arrays, invocations)  # type: ignore[arg-type]
 
 
 set_launch_policy(_autotuned_launch)

@@ -15,7 +15,8 @@ from ..errors import DispatchError
 if TYPE_CHECKING:
     from .dispatch import Kernel, Launch
 
-__all__ = ["MIN_TUNE_INVOCATIONS", "LaunchPolicy", "choose_launch", "launch_policy", "set_launch_policy"]
+__all__ = ["MIN_TUNE_INVOCATIONS", "LaunchPolicy", "choose_launch", "launch_policy", "measurable",
+           "set_launch_policy"]
 
 #: ``policy(kernel, arrays, invocations) -> Launch | None``: the launch of a flat kernel for one
 #: call. ``arrays`` maps every storage buffer to its checked, bound array (numpy on the CPU, a
@@ -39,6 +40,20 @@ def set_launch_policy(policy: LaunchPolicy | None) -> LaunchPolicy | None:
                             "Fix: pass policy(kernel, arrays, invocations) -> Launch | None, or None")
     previous, _policy = _policy, policy
     return previous
+
+
+def measurable(kernel: Kernel, arrays: Mapping[str, Any], invocations: int) -> bool:
+    """Would a tuner measure this call? Not below :data:`MIN_TUNE_INVOCATIONS` (launch overhead
+    dominates any choice), unless a CPU call's estimated work reaches ``PARALLEL_MIN_WORK`` (few
+    heavy invocations, such as the rows of a softmax)."""
+    if invocations >= MIN_TUNE_INVOCATIONS:
+        return True
+    if kernel.backend != "cpu":
+        return False
+    from .dispatch import PARALLEL_MIN_WORK
+    from .work import work_per_invocation
+
+    return invocations * work_per_invocation(kernel.program, arrays) >= PARALLEL_MIN_WORK
 
 
 def launch_policy() -> LaunchPolicy | None:

@@ -46,8 +46,8 @@ import numpy as np
 from ..errors import TunerError, VyreError
 from ..ir import DataType
 from ..settings import Mode, read_settings
-from ..driver.dispatch import PARALLEL_MIN_WORK, Grid, Kernel, Launch
-from ..driver.work import work_per_invocation
+from ..driver.dispatch import Grid, Kernel, Launch
+from ..driver.launch_policy import measurable
 # The bench and the search space live in their own modules; their public names stay importable here.
 from .harness import CUDA_LAUNCHES_PER_SAMPLE, Harness, check_tunable, invocations_for
 from .search_space import (
@@ -399,9 +399,7 @@ def launch_for(kernel: Kernel, arrays: Mapping[str, Any], invocations: int) -> L
     grid = (-(-invocations // kernel.program.workgroup_size[0]), 1, 1)
     with _lock:
         mode = read_settings().autotuner
-        if invocations < MIN_TUNE_INVOCATIONS and not (
-                kernel.backend == "cpu"
-                and invocations * work_per_invocation(kernel.program, arrays) >= PARALLEL_MIN_WORK):
+        if not measurable(kernel, arrays, invocations):
             mode = Mode.OFF_USE_DEFAULT  # small and light: launch overhead dominates any choice
         try:
             outcome = tune(kernel, arrays, grid, mode=mode)
