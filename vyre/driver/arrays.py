@@ -342,8 +342,8 @@ class ScalarPool:
         k = self.next
         if k >= len(self.views):
             made = self.kind.scalar_chunk(self.size)
-            if made is None:
-                raise DispatchError(f"{self.kind.name} arrays have no device scalar")
+            # a pool is only made for kinds with pooled_scalars (vyre/autodiff/handle.py)
+            assert made is not None, f"{self.kind.name} arrays have no device scalar"
             self.views, self.ptr = made
             k = 0
         self.next = k + 1
