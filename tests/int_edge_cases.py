@@ -46,13 +46,13 @@ def abs_uses() -> Program:
 
 def cases() -> list[tuple[str, Program, dict[str, np.ndarray]]]:
     x = edge_inputs()
-    n = len(x)
     prog = abs_uses()
-    arrays = {"x": x}
-    for b in prog.buffers:
-        if b.is_output:
-            arrays[b.name] = np.zeros(n, {"i32": np.int32, "f32": np.float32, "u32": np.uint32}[b.element.short])
-    return [("i32_abs_int_min", prog, arrays)]
+    return [("i32_abs_int_min", prog, with_outputs(prog, x))]
+
+
+def with_outputs(prog: Program, x: np.ndarray) -> dict[str, np.ndarray]:
+    """``x`` and a zeroed array of its length for each output of ``prog``."""
+    return {"x": x, **{b.name: np.zeros(len(x), b.element.np_dtype) for b in prog.buffers if b.is_output}}
 
 
 #: name -> (PTX must contain, PTX must not contain): the i32 abs is a 64-bit abs, never abs.s32

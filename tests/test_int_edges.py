@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.int_edge_cases import INT_MAX, INT_MIN, abs_uses, cases
+from tests.int_edge_cases import INT_MAX, INT_MIN, abs_uses, cases, with_outputs
 from tests.parity import differences
 from vyre.driver.dispatch import compile as vcompile
 
@@ -27,14 +27,10 @@ def test_abs_of_int_min_is_int_min_everywhere_it_is_read() -> None:
                 min_size=1, max_size=70))
 def test_abs_uses_match_exact_integer_math(xs: list[int]) -> None:
     prog = abs_uses()
-    x = np.array(xs, np.int32)
-    arrays: dict[str, np.ndarray] = {"x": x}
-    for b in prog.buffers:
-        if b.is_output:
-            arrays[b.name] = np.zeros(len(x), {"i32": np.int32, "f32": np.float32, "u32": np.uint32}[b.element.short])
+    arrays = with_outputs(prog, np.array(xs, np.int32))
     got = vcompile(prog, "cpu")({k: v.copy() for k, v in arrays.items()})
     # exact integer math with the spec's wrap: abs(INT_MIN) == INT_MIN, remainders take the dividend's sign
-    a = [v if v != INT_MIN else INT_MIN for v in (abs(v) if v != INT_MIN else INT_MIN for v in xs)]
+    a = [abs(v) if v != INT_MIN else INT_MIN for v in xs]
     rem = [int(np.sign(v)) * (abs(v) % 6843) for v in a]
     assert got["o0"].tolist() == rem
     assert got["o2"].tolist() == [int(v < 0) for v in a]
