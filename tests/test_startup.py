@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("numba", "llvmlite", "numba_cuda", "cuda", "cupy", "torch", "filelock", "importlib.metadata")
 
@@ -78,3 +80,100 @@ def test_a_first_dispatch_the_tuner_could_not_change_does_not_import_it(tmp_path
     # a decision on disk (that run saved one) may apply in every mode: the tuner is asked
     assert list((tmp_path / "tuner").glob("*.toml"))
     assert _tuner_loaded(tmp_path, 1000, VYRE_AUTOTUNER="off")
+
+
+# -- a warm CUDA start: what the first dispatch of a kernel from the binary cache loads ---------------
+
+# Modules a cache hit must not import: the lowering passes and emitters (no source is generated),
+# the wire decoder (fingerprinting only encodes), the printer, the tuner (off, nothing on disk).
+LOWERING = ("vyre.codegen.interleave", "vyre.codegen.simplify", "vyre.codegen.pipeline", "vyre.codegen.cuda",
+            "vyre.codegen.cpu", "vyre.codegen.inline", "vyre.codegen.flat", "vyre.ir.wire_decode", "vyre.ir.printer",
+            "vyre.tuning")
+
+
+def _warm_cuda_child(mode: str) -> None:
+    """``prep``: dispatch once through the fake driver (tests/fake_cuda.py), leaving a fake cubin in
+    the binary cache under the kernel's key; ``run``: a fresh process's first dispatch of the same
+    program, reporting the vyre modules and dataclasses that dispatch brought in."""
+    import dataclasses
+
+    import numpy as np
+
+    from tests.fake_cuda import FakeCuda, FakeDeviceArray, fake_cubin
+    from vyre.driver import cuda_driver, fast_launch
+
+    entry = "vyre_fake_kernel"
+    fake = FakeCuda()
+    cuda_driver.install(fake.driver())
+    fast_launch._launcher = fake.launcher
+
+    def kernel(arrays: list[np.ndarray], scalars: list[int], launch: object) -> None:
+        x, out = arrays
+        out[: scalars[0]] = x[: scalars[0]] * np.float32(2)
+
+    fake.register(entry, [np.float32] * 2, 2, kernel)
+    if mode == "prep":
+        from vyre.driver import binary_cache, cuda_binary
+
+        read_entry = binary_cache.read
+
+        def leave_one(backend: str, key: str) -> binary_cache.Record | None:
+            if backend == "cuda" and not binary_cache.path_for(backend, key).exists():
+                meta = {"entry": entry, "flat": True, "format": cuda_binary.CUDA_BINARY_VERSION}
+                binary_cache.write(backend, binary_cache.Record(key, meta, {cuda_binary.CUBIN: fake_cubin(entry)}))
+            return read_entry(backend, key)
+
+        binary_cache.read = leave_one  # type: ignore[assignment]
+    import vyre
+    from vyre.ir import F32, Program, buflen, gid, if_, let, output, store, var
+    from vyre.ir import read as read_buffer
+
+    x, out = read_buffer("x", 0, F32), output("out", 1, F32)
+    i = var("i")
+    p = Program.wrapped([x, out], 64, [let("i", gid()), if_(i.lt(buflen(out)), [store(out, i, x[i] * 2.0)])])
+    xs = np.arange(300, dtype=np.float32)
+    inputs = {"x": FakeDeviceArray(xs), "out": FakeDeviceArray(np.zeros_like(xs))}
+    before = set(sys.modules)
+    made: list[str] = []
+    process = dataclasses._process_class  # type: ignore[attr-defined]
+
+    def spy(cls: type, *a: object, **k: object) -> object:
+        made.append(f"{cls.__module__}.{cls.__qualname__}")
+        return process(cls, *a, **k)
+
+    dataclasses._process_class = spy  # type: ignore[attr-defined]
+    r = vyre.dispatch(p, inputs, backend="cuda")
+    print(json.dumps({"ok": bool(np.array_equal(r["out"].data, xs * 2)), "launches": len(fake.launches),
+                      "modules": sorted(m for m in set(sys.modules) - before if m.startswith("vyre")),
+                      "dataclasses": made, "numba": "numba" in sys.modules}), flush=True)
+
+
+def test_a_warm_cuda_dispatch_loads_no_lowering_module(tmp_path: Path) -> None:
+    """A kernel from the binary cache is keyed, read, loaded, checked and launched: no lowering
+    pass, printer or wire decoder is imported, and no dataclass defined (0.5-1 ms each on a warm
+    start: the records on that path are NamedTuples or plain classes)."""
+    import importlib.util
+
+    if importlib.util.find_spec("numba_cuda") is None:
+        pytest.skip("the CUDA backend needs numba-cuda installed")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "VYRE_CACHE_DIR": str(tmp_path), "VYRE_AUTOTUNER": "off"}
+    for k in ("VYRE_BINARY_CACHE", "VYRE_BACKEND", "NUMBA_ENABLE_CUDASIM"):
+        env.pop(k, None)
+    rows = []
+    for mode in ("prep", "run"):
+        out = subprocess.run([sys.executable, "-m", "tests.test_startup", "warm-cuda", mode], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    run = rows[1]
+    assert run["ok"] and run["launches"] == 1 and not run["numba"]
+    assert not [m for m in run["modules"] if m.startswith(LOWERING)], run["modules"]
+    assert run["dataclasses"] == []
+    # the hit path does import what it needs: the binary cache, the driver's launch (a sanity check
+    # that this process did run from the cache)
+    assert "vyre.driver.binary_cache" in run["modules"] and "vyre.driver.cuda_direct" in run["modules"]
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "warm-cuda":
+        _warm_cuda_child(sys.argv[2])

@@ -27,6 +27,16 @@ from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 
 CODEGEN_VERSION = 14
 
+# The CUDA launch defaults of interleaved flat kernels (vyre/codegen/interleave.py). They live here,
+# in a module `import vyre` loads anyway, because the driver reads them for a kernel loaded from the
+# binary cache, which must not import the lowering passes.
+#: Invocations interleaved per thread on CUDA.
+INTERLEAVE = 4
+#: Dispatches of at least this many invocations launch INTERLEAVE per thread by default (fewer
+#: would leave the GPU short of threads); programs whose buffers all have static counts below it
+#: are not interleaved at all (their dispatches are small: the copy would only cost compile time).
+INTERLEAVE_MIN_INVOCATIONS = 1 << 20
+
 
 @dataclass(frozen=True, slots=True)
 class Binding:

@@ -45,7 +45,7 @@ from ..ir import (
     walk_nodes,
 )
 from ..ir.printer import print_expr, print_statements, quote
-from .emit import has_return
+from .emit import INTERLEAVE, INTERLEAVE_MIN_INVOCATIONS, has_return
 from .simplify import written
 
 __all__ = [
@@ -54,15 +54,9 @@ __all__ = [
     "print_interleaved", "worth_interleaving",
 ]
 
-#: Invocations interleaved per thread on CUDA.
-INTERLEAVE = 4
 #: Bodies with more statements and expression nodes than this are not interleaved (the interleaved
 #: copy multiplies compile time by about K for a gain that shrinks as arithmetic dominates).
 MAX_INTERLEAVED_SIZE = 400
-#: Dispatches of at least this many invocations launch INTERLEAVE per thread by default (fewer
-#: would leave the GPU short of threads); programs whose buffers all have static counts below it
-#: are not interleaved at all (their dispatches are small: the copy would only cost compile time).
-INTERLEAVE_MIN_INVOCATIONS = 1 << 20
 
 
 def worth_interleaving(program: Program) -> bool:

@@ -277,7 +277,7 @@ class CudaBackend:
         return Built(fn, flat, hit, source, save_binary=save)
 
     def default_launch(self, kernel: Kernel, invocations: int, work: float) -> Launch:
-        from ..codegen.interleave import INTERLEAVE, INTERLEAVE_MIN_INVOCATIONS
+        from ..codegen.emit import INTERLEAVE, INTERLEAVE_MIN_INVOCATIONS
         from .dispatch import _launch
 
         if invocations >= INTERLEAVE_MIN_INVOCATIONS:

@@ -31,8 +31,7 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -55,8 +54,7 @@ class LaunchConfig(ctypes.Structure):
     ]
 
 
-@dataclass(frozen=True)
-class Launcher:
+class Launcher(NamedTuple):  # not a dataclass: defined on a warm start's first launch (0.07 ms, not 0.6)
     """The driver entry point: ``cuLaunchKernelEx(config*, func, params, extra)`` when the driver
     has it (CUDA 12+), else ``cuLaunchKernel(func, gx, gy, gz, bx, by, bz, shmem, stream, params,
     extra)``."""
@@ -133,30 +131,34 @@ def packed_values(dev_args: list[Any], scalars: tuple[int, ...]) -> list[int]:
     return vals + list(scalars)
 
 
-@dataclass(eq=False)
 class FastLaunch:
     """A launch of one kernel over fixed device arrays, ready to repeat.
 
     It holds the arrays only weakly: a kernel's last launch must not keep a caller's device memory
-    alive, and an array that died (its pointer freed, perhaps reused) can never match again."""
+    alive, and an array that died (its pointer freed, perhaps reused) can never match again.
 
-    refs: tuple[tuple[str, weakref.ref[Any]], ...]  # buffer name -> the array object bound last time
-    written: tuple[str, ...]  # the names a call returns, in the slow path's order
-    grid: Any
-    launch: Any  # the Kernel.launch it was packed for (the tuner may change it)
-    return_device: bool | None
-    call: Callable[[], int]
-    keep: tuple[Any, ...]  # the ctypes storage the argument pointers point into
-    # PyTorch tensors: (name, data pointer, element count, dtype) as packed; their stream is PyTorch's
-    tensors: tuple[tuple[str, int, int, Any], ...] = ()
-    torch_device: int | None = None
-    cfg: Any = None  # the CUlaunchConfig whose stream field is set per call (cuLaunchKernelEx)
-    stream: int = 0
-    slots: dict[str, int] | None = None  # buffer name -> its index among the packed arrays
-    # (name, weak ref, (data pointer, element count) for a PyTorch tensor else None): what matches() checks
-    checks: tuple[tuple[str, Callable[[], Any], tuple[int, int] | None], ...] = ()
+    (A plain class, not a dataclass: a warm start defines it on its first launch, and a dataclass
+    costs about 0.5 ms to define.)"""
 
-    def __post_init__(self) -> None:
+    def __init__(self, refs: tuple[tuple[str, weakref.ref[Any]], ...], written: tuple[str, ...], grid: Any,
+                 launch: Any, return_device: bool | None, call: Callable[[], int], keep: tuple[Any, ...],
+                 tensors: tuple[tuple[str, int, int, Any], ...] = (), torch_device: int | None = None,
+                 cfg: Any = None, stream: int = 0, slots: dict[str, int] | None = None) -> None:
+        self.refs = refs  # buffer name -> the array object bound last time
+        self.written = written  # the names a call returns, in the slow path's order
+        self.grid = grid
+        self.launch = launch  # the Kernel.launch it was packed for (the tuner may change it)
+        self.return_device = return_device
+        self.call = call
+        self.keep = keep  # the ctypes storage the argument pointers point into
+        # PyTorch tensors: (name, data pointer, element count, dtype) as packed; their stream is PyTorch's
+        self.tensors = tensors
+        self.torch_device = torch_device
+        self.cfg = cfg  # the CUlaunchConfig whose stream field is set per call (cuLaunchKernelEx)
+        self.stream = stream
+        self.slots = slots  # buffer name -> its index among the packed arrays
+        # (name, weak ref, (data pointer, element count) for a PyTorch tensor else None): what matches() checks
+        self.checks: tuple[tuple[str, Callable[[], Any], tuple[int, int] | None], ...] = ()
         self._set_checks()
 
     def _set_checks(self) -> None:

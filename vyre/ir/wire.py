@@ -48,7 +48,6 @@ import struct
 import blake3
 
 from .program import Program
-from .wire_decode import decode_body
 from .wire_encode import encode_body
 from .wire_layout import (
     EXPR_TAGS, FIX_DECODE, MAX_EXPR_DEPTH, MAX_IDENT_BYTES, MAX_LABEL_BYTES, MAX_NODES, MAX_STMT_DEPTH, NODE_TAGS,
@@ -121,6 +120,8 @@ def from_wire(data: bytes | bytearray | memoryview) -> Program:
     if blake3.blake3(body).digest() != digest:
         raise wire_error("digest mismatch: the body does not hash to the header's blake3 digest (corrupted)",
                          FIX_DECODE, 12)
+    from .wire_decode import decode_body  # deferred: fingerprinting (every first compile) never decodes
+
     return decode_body(body, HEADER_LEN)
 
 
