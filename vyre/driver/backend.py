@@ -18,15 +18,18 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from ..errors import DispatchError
 from ..ir import Program
 from ..settings import read_settings
 from . import cache
 from .backends import cuda_available, simulator_enabled
+from .coverage import check_id_lengths
+from .geometry import check_ids_fit, flat_invocations, grid3
+from .launch_policy import choose_launch
 
 if TYPE_CHECKING:
     from .dispatch import Kernel, Launch
@@ -102,9 +105,6 @@ class _Host:
 
     def bind(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None,
              strict: bool) -> tuple[dict[str, Any], tuple[int, int, int]]:
-        from .coverage import check_id_lengths
-        from .geometry import check_ids_fit, grid3
-
         arrays = kernel.binder.bind(inputs)
         lengths = {k: v.size for k, v in arrays.items()}
         g = grid3(grid) if grid is not None else kernel.grid_for(lengths)
@@ -121,6 +121,22 @@ class _Host:
 
 
 _POOL_LOCK = threading.Lock()
+
+
+class _CpuShape(NamedTuple):
+    """What a CPU call over buffers of given lengths (and ``grid=``) needs besides the arrays,
+    worked out once per kernel and lengths: the checks that depend on nothing else (the grid
+    covers the work, ids fit in u32, the id-indexed buffers agree in length) passed."""
+
+    grid: tuple[int, int, int]
+    invocations: int  # flat: along x (a row); else in all
+    rows: int  # flat: y and z rows of the grid, each running the x-row again
+    work: float | None  # statements per invocation, when it does not depend on the arrays' contents
+    default: Launch | None  # flat: the default launch, when ``work`` is known
+
+
+_MAX_SHAPES = 64  # per kernel: lengths seen (a kernel called over ever new lengths starts again)
+_args_fit: Callable[[Any], bool] | None = None
 
 
 class CpuBackend(_Host):
@@ -147,45 +163,85 @@ class CpuBackend(_Host):
         # a few chunks per core: small enough to balance, big enough to amortise the scheduler
         return _launch(1024, max(1, min(4096, invocations // (64 * 1024))))
 
+    def shape(self, kernel: Kernel, arrays: Mapping[str, Any], grid: Grid | None, strict: bool) -> _CpuShape:
+        """The call's :class:`_CpuShape`, from the kernel's memo or worked out (raising what the
+        checks raise); memoised only when the checks passed without a warning."""
+        sizes = tuple(a.size for a in arrays.values())
+        # grid= as checked (True or 1.0 would equal 1 as a key, skipping grid3's error)
+        key = (sizes, None if grid is None else grid3(grid))
+        hit: _CpuShape | None = kernel._shapes.get(key)
+        if hit is not None:
+            return hit
+        from .dispatch import PARALLEL_MIN_INVOCATIONS
+        from .work import work_model
+
+        program = kernel.program
+        lengths = dict(zip(arrays, sizes, strict=True))
+        g = key[1] if key[1] is not None else kernel.grid_for(lengths)
+        check_ids_fit(program, g)
+        agree = check_id_lengths(program, lengths, strict)
+        model = work_model(program)
+        if kernel.flat:
+            n, rows = flat_invocations(program, g), g[1] * g[2]
+        else:
+            n, rows = g[0] * g[1] * g[2] * program.workgroup_invocations, 1
+        work = 0.0 if n >= PARALLEL_MIN_INVOCATIONS else model.constant
+        default = kernel.default_launch(n, work) if kernel.flat and work is not None else None
+        shape = _CpuShape(g, n, rows, work, default)
+        if agree:
+            if len(kernel._shapes) >= _MAX_SHAPES:
+                kernel._shapes.clear()
+            kernel._shapes[key] = shape
+        return shape
+
     def run(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, return_device: bool | None,
             device: int | None, strict: bool, tune: bool) -> dict[str, Any]:
-        from .dispatch import PARALLEL, PARALLEL_MIN_INVOCATIONS, SERIAL
-        from .geometry import flat_invocations
-        from .launch_policy import choose_launch
-        from .native_cpu import args_fit
-        from .work import work_per_invocation
+        if device is not None:
+            _no_device(kernel, device)
+        arrays = kernel.binder.bind(inputs)
+        shape = self.shape(kernel, arrays, grid, strict)
+        n = shape.invocations
+        work = shape.work
+        if work is None:
+            from .work import work_per_invocation
 
-        _no_device(kernel, device)
-        arrays, g = self.bind(kernel, inputs, grid, strict)
-        program = kernel.program
+            work = work_per_invocation(kernel.program, arrays)
         if kernel.flat:
-            n = flat_invocations(program, g)
             if tune:
                 kernel.launch = choose_launch(kernel, arrays, n)
-            work = work_per_invocation(program, arrays) if n < PARALLEL_MIN_INVOCATIONS else 0.0
-            la = kernel.launch or kernel.default_launch(n, work)
+            la = kernel.launch or shape.default or kernel.default_launch(n, work)
             chunk = la.wg * la.ipt
             fn = kernel._cpu_entry(n, n > chunk, work)
             scalars: tuple[int, ...] = (n, chunk)
-            rows = g[1] * g[2]  # y and z rows of a flat program repeat the x-row
         else:
-            total = g[0] * g[1] * g[2] * program.workgroup_invocations
-            work = work_per_invocation(program, arrays) if total < PARALLEL_MIN_INVOCATIONS else 0.0
-            fn = kernel._cpu_entry(total, g != (1, 1, 1), work)
-            scalars, rows = g, 1
-        if kernel._module is not None and not args_fit(arrays.values()):
+            fn = kernel._cpu_entry(n, shape.grid != (1, 1, 1), work)
+            scalars = shape.grid
+        args = (*arrays.values(), *scalars)  # storage order (BindPlan.bind's)
+        if kernel._module is not None and not _fits(arrays.values()):
+            from .dispatch import PARALLEL, SERIAL
+
             fn = getattr(kernel._module(), SERIAL if fn is kernel._fn else PARALLEL)
         if fn is kernel._fn:
-            for _ in range(rows):
-                fn(*(arrays[b.name] for b in kernel.storage), *scalars)
+            for _ in range(shape.rows):
+                fn(*args)
         else:
             # a parallel kernel from machine code runs on numba's workqueue pool, which aborts the
             # process when two threads enter it at once (threads of a Dask scheduler, say); one
             # parallel kernel uses every core anyway
             with _POOL_LOCK:
-                for _ in range(rows):
-                    fn(*(arrays[b.name] for b in kernel.storage), *scalars)
+                for _ in range(shape.rows):
+                    fn(*args)
         return self.results(kernel, inputs, arrays)
+
+
+def _fits(arrays: Iterable[Any]) -> bool:
+    """:func:`vyre.driver.native_cpu.args_fit` (imported once: only kernels loaded as machine code ask)."""
+    global _args_fit
+    if _args_fit is None:
+        from .native_cpu import args_fit
+
+        _args_fit = args_fit
+    return _args_fit(arrays)
 
 
 class InterpBackend(_Host):
