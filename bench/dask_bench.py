@@ -1,9 +1,10 @@
 """vyre over Dask: compile sharing across worker processes (CPU) and multi-GPU scaling (CUDA).
 
     python bench/dask_bench.py cache           # CPU: N worker processes, cold vs shared disk cache
-    python bench/dask_bench.py gpus [log2 n] [log2 chunk] [passes]   # CUDA: chain + sum over n
-                                     # f32, 1 GPU vs all GPUs vs CuPy-on-Dask (1 pass per compute,
-                                     # and `passes` passes per compute: throughput)
+    python bench/dask_bench.py gpus [log2 n] [log2 chunk] [passes] [on_gpus|concat]  # CUDA: chain
+                                     # + sum over n f32, 1 GPU vs all GPUs vs CuPy-on-Dask (1 pass per
+                                     # compute, and `passes` passes per compute: throughput); chunks
+                                     # placed by vyre.dask.on_gpus, or per GPU and concatenated
     python bench/dask_bench.py check                        # CUDA: results over CuPy chunks
     python bench/dask_bench.py overhead [log2 n [log2 chunk ...]]  # CUDA, one GPU: per-chunk host cost
                                                              # (many small chunks), GPU-busy share
@@ -64,12 +65,13 @@ def cache_section(workers: int = 2) -> None:
         print(f"| {run} | {workers} | {dt:.2f} | {list(stats.values())} |")
 
 
-def gpus_section(log2n: int = 30, log2chunk: int = 27, passes: int = 8) -> None:
+def gpus_section(log2n: int = 30, log2chunk: int = 27, passes: int = 8, layout: str = "on_gpus") -> None:
     """The chain + sum over 2^log2n f32 (chunks of 2^log2chunk) on 1 GPU and on all of them, vyre
     against CuPy-on-Dask with the same chunks, and the Dask floor (the same graph with tasks that
     do nothing). Two timings: one pass per ``dask.compute`` (latency: Dask's per-compute cost
     included), and ``passes`` independent passes over the same data in one compute (throughput:
-    the GPUs' steady state, the per-compute cost spread over the passes)."""
+    the GPUs' steady state, the per-compute cost spread over the passes). ``layout``: how the
+    chunks are placed (see ``on_devices``)."""
     import cupy
     import dask
     import dask.array as da
@@ -81,18 +83,25 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27, passes: int = 8) -> None:
     ngpu = cupy.cuda.runtime.getDeviceCount()
     chunk = 1 << log2chunk
     p = _chain_program()
+    with cupy.cuda.Device(0):  # the data, made once on GPU 0 (the same numbers for every layout)
+        rng = cupy.random.default_rng(0)
+        host_x, host_y = (rng.standard_normal(n, dtype=cupy.float32) for _ in range(2))
 
     def on_devices(devices: list[int]) -> tuple[da.Array, da.Array]:
-        parts_x, parts_y = [], []
+        """``layout="on_gpus"``: vyre.dask.on_gpus (chunks round robin, persisted). ``"concat"``:
+        the recipe it replaces, one array per GPU holding a contiguous share, concatenated."""
+        if layout == "on_gpus":
+            return tuple(vyre.dask.on_gpus(da.from_array(a, chunks=chunk, asarray=False, name=f"{nm}-{n}-{chunk}"),
+                                           devices) for nm, a in (("x", host_x), ("y", host_y)))
+        parts: dict[str, list[da.Array]] = {"x": [], "y": []}
         per = n // len(devices)
-        for d in devices:
-            with cupy.cuda.Device(d):
-                rng = cupy.random.default_rng(d)
-                parts_x.append(da.from_array(rng.standard_normal(per, dtype=cupy.float32), chunks=chunk,
-                                             asarray=False))
-                parts_y.append(da.from_array(rng.standard_normal(per, dtype=cupy.float32), chunks=chunk,
-                                             asarray=False))
-        return da.concatenate(parts_x), da.concatenate(parts_y)
+        for k, d in enumerate(devices):
+            with cupy.cuda.Device(d):  # from_array copies its input, and CuPy copies to the current GPU
+                for nm, a in (("x", host_x), ("y", host_y)):
+                    parts[nm].append(da.from_array(a[k * per:(k + 1) * per], chunks=chunk, asarray=False,
+                                                   name=f"{nm}-{d}-{per}-{chunk}"))
+        sync_all()
+        return da.concatenate(parts["x"]), da.concatenate(parts["y"])
 
     def cupy_chain(x, y):
         with cupy.cuda.Device(x.device.id):
@@ -127,17 +136,19 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27, passes: int = 8) -> None:
             with cupy.cuda.Device(d):
                 cupy.cuda.runtime.deviceSynchronize()
 
-    def timed(build, k: int, reps: int = 5) -> float:
+    def timed(build, k: int, reps: int = 5, threads: int = 2 * ngpu) -> float:
         best = float("inf")
         for _ in range(reps):
             graphs = [build(j) for j in range(k)]
             sync_all()
             t0 = time.perf_counter()
-            dask.compute(*graphs, scheduler="threads", num_workers=2 * ngpu)
+            dask.compute(*graphs, scheduler="threads", num_workers=threads)
             sync_all()
             best = min(best, time.perf_counter() - t0)
         return best
 
+    if layout not in ("on_gpus", "concat"):
+        raise SystemExit(f"layout must be on_gpus or concat, not {layout!r}")
     rows = []
     configs = [("1 GPU", [0])] + ([(f"{ngpu} GPUs", list(range(ngpu)))] if ngpu > 1 else [])
     for label, devs in configs:
@@ -154,20 +165,22 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27, passes: int = 8) -> None:
         for k in (1, passes):
             t_vyre, t_cupy, t_floor = (timed(functools.partial(g, dx, dy), k)
                                        for g in (vyre_graph, cupy_graph, floor_graph))
-            rows.append((k, label, t_vyre, t_cupy, t_floor))
+            t_few = timed(functools.partial(vyre_graph, dx, dy), k, threads=ngpu)
+            rows.append((k, label, t_vyre, t_few, t_cupy, t_floor))
+            print(f"  {label}, {k} passes: vyre {t_vyre / k * 1e3:.2f} ms per pass", flush=True)
         del dx, dy
     gb = 3 * 4 * n / 1e9  # x, y read, out written, per pass
-    print(f"chain + sum over 2^{log2n} f32 in chunks of 2^{log2chunk}, threaded Dask scheduler "
-          f"({2 * ngpu} threads), best of 5")
-    print("| passes per compute | devices | vyre (ms per pass) | vyre GB/s | CuPy-on-Dask (ms per pass) "
-          "| Dask floor, no-op tasks (ms per pass) | vyre speed-up vs 1 GPU |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"chain + sum over 2^{log2n} f32 in chunks of 2^{log2chunk}, layout {layout}, threaded Dask "
+          f"scheduler ({2 * ngpu} threads unless said), best of 5")
+    print(f"| passes per compute | devices | vyre (ms per pass) | vyre GB/s | vyre, {ngpu} threads (ms per pass) "
+          "| CuPy-on-Dask (ms per pass) | Dask floor, no-op tasks (ms per pass) | vyre speed-up vs 1 GPU |")
+    print("|---|---|---|---|---|---|---|---|")
     for k in (1, passes):
-        base = next(tv for kk, _, tv, _, _ in rows if kk == k)
-        for kk, label, tv, tc, tf in rows:
+        base = next(tv for kk, _, tv, *_ in rows if kk == k)
+        for kk, label, tv, tw, tc, tf in rows:
             if kk == k:
-                print(f"| {k} | {label} | {tv / k * 1e3:.2f} | {gb * k / tv:.0f} | {tc / k * 1e3:.2f} | "
-                      f"{tf / k * 1e3:.2f} | {base / tv:.2f}x |")
+                print(f"| {k} | {label} | {tv / k * 1e3:.2f} | {gb * k / tv:.0f} | {tw / k * 1e3:.2f} | "
+                      f"{tc / k * 1e3:.2f} | {tf / k * 1e3:.2f} | {base / tv:.2f}x |")
 
 
 def check_section() -> None:
@@ -325,7 +338,7 @@ if __name__ == "__main__":
     if what == "cache":
         cache_section()
     elif what == "gpus":
-        gpus_section(*(int(a) for a in sys.argv[2:5]))
+        gpus_section(*(int(a) for a in sys.argv[2:5]), *sys.argv[5:6])
     elif what == "check":
         check_section()
     elif what == "overhead":

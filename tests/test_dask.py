@@ -269,6 +269,11 @@ def test_distributed_two_worker_processes(tmp_path) -> None:
         dxf = da.from_array(xf, chunks=((250, 250, 1, 499),))
         got3 = client.compute(vyre.dask.map_blocks(_chain(), {"x": dxf, "y": dxf}, "out", backend="cpu")).result()
         np.testing.assert_allclose(got3, want3, rtol=2e-6, atol=1e-6)
+        # reduce over a map_blocks result: one task per chunk, partials moved between the workers
+        m = vyre.dask.map_blocks(_chain(), {"x": dxf, "y": dxf}, "out", backend="cpu")
+        got4 = client.compute(vyre.dask.reduce("sum", m, backend="cpu", split_every=2)).result()
+        want4 = vyre.dask.reduce("sum", m.copy(), backend="cpu", split_every=2).compute(scheduler="sync")
+        assert got4.tobytes() == want4.tobytes()
         assert len(client.scheduler_info()["workers"]) == 2
 
 
