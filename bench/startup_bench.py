@@ -108,8 +108,22 @@ p = Program.wrapped([x, y, out], 256, [let("i", gid()),
     if_(i.lt(buflen(out)), [store(out, i, exp(x[i]) * y[i] + sin(x[i]) * x[i])])])
 xs = np.linspace(0, 1, 4096, dtype=np.float32)
 ms["build program"] = lap()
+# vyre.compile's steps one by one (each imports what it needs; compile then repeats them cheaply)
+from vyre.driver.backend import backend
+from vyre.driver.backends import check_backend
+from vyre.driver.dispatch import _versions
+check_backend("cuda")
+ms["compile: backend available (driver probe)"] = lap()
+p.validate()
+ms["compile: validate"] = lap()
+p.fingerprint()
+ms["compile: fingerprint"] = lap()
+_versions("cuda")
+ms["compile: toolchain versions"] = lap()
+backend("cuda").target_parts()
+ms["compile: compute capability"] = lap()
 k = vyre.compile(p, "cuda")
-ms["compile (key, binary cache read)"] = lap()
+ms["compile: the rest (key, binary cache read)"] = lap()
 k._fn.handle()
 ms["cuModuleLoadData"] = lap()
 o = np.empty_like(xs)
