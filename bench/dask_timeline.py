@@ -270,6 +270,20 @@ def main(log2n: int = 30, log2chunk: int = 28, passes: int = 8, out_dir: str = "
         print(f"| {two}, on_gpus, GIL switch interval 0.5 ms | {2 * ngpu} | {k} | "
               f"{timed(*placed[two], k, 2 * ngpu) / k * 1e3:.2f} | |", flush=True)
     sys.setswitchinterval(old_si)
+    if BACKEND == "cuda":  # an experiment: kernel launches that keep the GIL (ctypes.PyDLL)
+        import ctypes
+
+        from vyre.driver import fast_launch
+
+        kept = fast_launch.driver_launcher()
+        held = ctypes.PyDLL("libcuda.so.1").cuLaunchKernelEx
+        held.restype = ctypes.c_int
+        fast_launch._launcher = fast_launch.Launcher(held, True)
+        for threads in (ngpu, 2 * ngpu):
+            for k in (1, passes):
+                print(f"| {two}, on_gpus, launches keep the GIL | {threads} | {k} | "
+                      f"{timed(*placed[two], k, threads) / k * 1e3:.2f} | |", flush=True)
+        fast_launch._launcher = kept
 
     # ---- 4. host cost of one chunk's task: cProfile of the direct loop over small chunks
     vyre.dask._run_chunk, vyre.dask._partial = orig_run, orig_partial
