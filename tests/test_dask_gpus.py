@@ -84,6 +84,21 @@ def test_fused_reduce_is_one_task_per_chunk() -> None:
     assert got.tobytes() == vyre.dask.reduce("sum", m2.copy(), backend="cpu").compute().tobytes()
 
 
+def test_fused_reductions_of_one_array_keep_their_keys_apart() -> None:
+    """Two reductions of one map_blocks result that differ in op, gathering or backend are
+    computed together without sharing a key (each gives its own value)."""
+    x = da.from_array(np.linspace(-3, 3, 300, dtype=np.float32), chunks=23)
+    m = vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu")
+    variants = [("sum", "cpu", None), ("sum", "cpu", 2), ("sum", "interp", None), ("max", "cpu", None),
+                ("min", "cpu", 3)]
+    graphs = [vyre.dask.reduce(op, m, backend=b, split_every=se) for op, b, se in variants]
+    assert len({g.name for g in graphs}) == len(graphs)
+    got = dask.compute(*graphs, scheduler="threads")
+    for (op, b, se), value in zip(variants, got, strict=True):
+        alone = vyre.dask.reduce(op, m.copy(), backend=b, split_every=se).compute(scheduler="sync")
+        assert value.tobytes() == alone.tobytes(), (op, b, se)
+
+
 def test_fused_reduce_of_an_empty_array() -> None:
     x = da.zeros(0, chunks=1, dtype=np.float32)
     m = vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu")

@@ -465,9 +465,13 @@ def _fused_reduce(op: str, recipe: _Recipe, dt: np.dtype, backend: str | None, s
     path's: the same functions on the same chunks, combined in the same way."""
     from dask.highlevelgraph import HighLevelGraph
 
+    from dask.base import tokenize
+
     first = recipe.arrays[0]
     grid = [range(n) for n in first.numblocks]
-    part = f"{op}-partial-{recipe.name}"
+    # keys differ with everything that shapes the graph, so two such reductions never share a key
+    tag = tokenize(recipe.name, op, backend, split_every)
+    part = f"{op}-partial-{tag}"
     layer: dict[Any, Any] = {}
     keys: list[Any] = []
     for idx in itertools.product(*grid):
@@ -477,13 +481,13 @@ def _fused_reduce(op: str, recipe: _Recipe, dt: np.dtype, backend: str | None, s
         keys.append(key)
     level = 0
     while len(keys) > split_every:  # a box gathers at most split_every boxes (nothing waits here)
-        name = f"{op}-gather{level}-{recipe.name}"
+        name = f"{op}-gather{level}-{tag}"
         nxt = []
         for j in range(0, len(keys), split_every):
             layer[(name, j)] = (_gather, *keys[j:j + split_every])
             nxt.append((name, j))
         keys, level = nxt, level + 1
-    final = f"{op}-{recipe.name}"
+    final = f"{op}-{tag}"
     layer[(final,)] = (functools.partial(_finish, op, dt), *keys)
     graph = HighLevelGraph.from_collections(final, layer, dependencies=list(recipe.arrays))
     return da.Array(graph, final, chunks=(), dtype=dt, meta=np.empty((), dt))
