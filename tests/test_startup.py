@@ -91,12 +91,43 @@ LOWERING = ("vyre.codegen.interleave", "vyre.codegen.simplify", "vyre.codegen.pi
             "vyre.tuning")
 
 
+def _doubled() -> object:
+    """``out[i] = x[i] * 2``: the program of the warm-start children."""
+    from vyre.ir import F32, Program, buflen, gid, if_, let, output, store, var
+    from vyre.ir import read as read_buffer
+
+    x, out = read_buffer("x", 0, F32), output("out", 1, F32)
+    i = var("i")
+    return Program.wrapped([x, out], 64, [let("i", gid()), if_(i.lt(buflen(out)), [store(out, i, x[i] * 2.0)])])
+
+
+def _first_dispatch(program: object, inputs: dict[str, object], backend: str) -> tuple[dict[str, object], dict]:
+    """Dispatch and report the vyre modules and the dataclasses that dispatch brought in."""
+    import dataclasses
+
+    import vyre
+
+    before = set(sys.modules)
+    made: list[str] = []
+    process = dataclasses._process_class  # type: ignore[attr-defined]
+
+    def spy(cls: type, *a: object, **k: object) -> object:
+        made.append(f"{cls.__module__}.{cls.__qualname__}")
+        return process(cls, *a, **k)
+
+    dataclasses._process_class = spy  # type: ignore[attr-defined]
+    try:
+        r = vyre.dispatch(program, inputs, backend=backend)  # type: ignore[arg-type]
+    finally:
+        dataclasses._process_class = process  # type: ignore[attr-defined]
+    return r, {"modules": sorted(m for m in set(sys.modules) - before if m.startswith("vyre")),
+               "dataclasses": made, "numba": "numba" in sys.modules}
+
+
 def _warm_cuda_child(mode: str) -> None:
     """``prep``: dispatch once through the fake driver (tests/fake_cuda.py), leaving a fake cubin in
     the binary cache under the kernel's key; ``run``: a fresh process's first dispatch of the same
-    program, reporting the vyre modules and dataclasses that dispatch brought in."""
-    import dataclasses
-
+    program, reporting what that dispatch brought in."""
     import numpy as np
 
     from tests.fake_cuda import FakeCuda, FakeDeviceArray, fake_cubin
@@ -124,56 +155,53 @@ def _warm_cuda_child(mode: str) -> None:
             return read_entry(backend, key)
 
         binary_cache.read = leave_one  # type: ignore[assignment]
-    import vyre
-    from vyre.ir import F32, Program, buflen, gid, if_, let, output, store, var
-    from vyre.ir import read as read_buffer
-
-    x, out = read_buffer("x", 0, F32), output("out", 1, F32)
-    i = var("i")
-    p = Program.wrapped([x, out], 64, [let("i", gid()), if_(i.lt(buflen(out)), [store(out, i, x[i] * 2.0)])])
+    p = _doubled()
     xs = np.arange(300, dtype=np.float32)
-    inputs = {"x": FakeDeviceArray(xs), "out": FakeDeviceArray(np.zeros_like(xs))}
-    before = set(sys.modules)
-    made: list[str] = []
-    process = dataclasses._process_class  # type: ignore[attr-defined]
-
-    def spy(cls: type, *a: object, **k: object) -> object:
-        made.append(f"{cls.__module__}.{cls.__qualname__}")
-        return process(cls, *a, **k)
-
-    dataclasses._process_class = spy  # type: ignore[attr-defined]
-    r = vyre.dispatch(p, inputs, backend="cuda")
-    print(json.dumps({"ok": bool(np.array_equal(r["out"].data, xs * 2)), "launches": len(fake.launches),
-                      "modules": sorted(m for m in set(sys.modules) - before if m.startswith("vyre")),
-                      "dataclasses": made, "numba": "numba" in sys.modules}), flush=True)
+    r, row = _first_dispatch(p, {"x": FakeDeviceArray(xs), "out": FakeDeviceArray(np.zeros_like(xs))}, "cuda")
+    print(json.dumps({"ok": bool(np.array_equal(r["out"].data, xs * 2)),  # type: ignore[attr-defined]
+                      "launches": len(fake.launches), **row}), flush=True)
 
 
-def test_a_warm_cuda_dispatch_loads_no_lowering_module(tmp_path: Path) -> None:
-    """A kernel from the binary cache is keyed, read, loaded, checked and launched: no lowering
-    pass, printer or wire decoder is imported, and no dataclass defined (0.5-1 ms each on a warm
-    start: the records on that path are NamedTuples or plain classes)."""
-    import importlib.util
+def _warm_cpu_child(mode: str) -> None:
+    """The first CPU dispatch of a process (``prep``: compiles through numba and writes the binary
+    entry; ``run``: loads it), reporting what that dispatch brought in."""
+    import numpy as np
 
-    if importlib.util.find_spec("numba_cuda") is None:
-        pytest.skip("the CUDA backend needs numba-cuda installed")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "VYRE_CACHE_DIR": str(tmp_path), "VYRE_AUTOTUNER": "off"}
+    xs = np.arange(300, dtype=np.float32)
+    r, row = _first_dispatch(_doubled(), {"x": xs, "out": np.zeros_like(xs)}, "cpu")
+    print(json.dumps({"ok": bool(np.array_equal(r["out"], xs * 2)), "launches": 1, **row}), flush=True)
+
+
+def _warm_rows(tmp: Path, backend: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "VYRE_CACHE_DIR": str(tmp), "VYRE_AUTOTUNER": "off"}
     for k in ("VYRE_BINARY_CACHE", "VYRE_BACKEND", "NUMBA_ENABLE_CUDASIM"):
         env.pop(k, None)
     rows = []
     for mode in ("prep", "run"):
-        out = subprocess.run([sys.executable, "-m", "tests.test_startup", "warm-cuda", mode], cwd=ROOT, env=env,
+        out = subprocess.run([sys.executable, "-m", "tests.test_startup", f"warm-{backend}", mode], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    run = rows[1]
+    return dict(rows[1])
+
+
+@pytest.mark.parametrize("backend", ["cuda", "cpu"])
+def test_a_warm_dispatch_loads_no_lowering_module(tmp_path: Path, backend: str) -> None:
+    """A kernel from the binary cache is keyed, read, loaded, checked and launched: no lowering
+    pass, printer or wire decoder is imported, numba neither, and no dataclass is defined (0.5-1 ms
+    each on a warm start: the records on that path are NamedTuples or plain classes)."""
+    import importlib.util
+
+    if backend == "cuda" and importlib.util.find_spec("numba_cuda") is None:
+        pytest.skip("the CUDA backend needs numba-cuda installed")
+    run = _warm_rows(tmp_path, backend)
     assert run["ok"] and run["launches"] == 1 and not run["numba"]
     assert not [m for m in run["modules"] if m.startswith(LOWERING)], run["modules"]
     assert run["dataclasses"] == []
-    # the hit path does import what it needs: the binary cache, the driver's launch (a sanity check
-    # that this process did run from the cache)
-    assert "vyre.driver.binary_cache" in run["modules"] and "vyre.driver.cuda_direct" in run["modules"]
+    # the hit path does import what it needs (a sanity check that this process ran from the cache)
+    assert "vyre.driver.binary_cache" in run["modules"]
+    assert ("vyre.driver.cuda_direct" if backend == "cuda" else "vyre.driver.native_cpu") in run["modules"]
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "warm-cuda":
-        _warm_cuda_child(sys.argv[2])
+    {"warm-cuda": _warm_cuda_child, "warm-cpu": _warm_cpu_child}[sys.argv[1]](sys.argv[2])
