@@ -132,7 +132,7 @@ class Kernel:
     # CUDA kernels compiled here: writes the cubin to the binary cache after the first launch
     _save_binary: Any = field(repr=False, default=None)
     # the backend's memo of what a call over buffers of given lengths needs (CpuBackend.shape)
-    _shapes: dict[Any, Any] = field(repr=False, default_factory=dict)
+    _shapes: dict[Any, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @property
     def source(self) -> str | None:
