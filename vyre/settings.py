@@ -18,6 +18,8 @@ variable            meaning
                     first; default 1024; ``0``: no limit)
 ``VYRE_BINARY_CACHE`` ``0``/``off``: keep no compiled machine code (CPU kernels then load through
                     numba's own cache, as before the binary cache); default on
+``VYRE_CUDA_COMPILER`` ``nvrtc`` or ``numba``: the compiler of CUDA kernels (default: NVRTC where
+                    libnvrtc is found, else numba; vyre/driver/cuda_route.py)
 ``NUMBA_NUM_THREADS`` threads of the CPU thread pool (numba's variable; default: usable CPUs)
 ``NUMBA_CPU_NAME``, ``NUMBA_CPU_FEATURES``  the CPU numba compiles for (part of kernel cache keys)
 ==================  =====================================================================
@@ -35,6 +37,7 @@ import warnings
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 __all__ = [
     "AUTOTUNER_ENV", "DEFAULT_TUNE_BUDGET_S", "TUNE_BUDGET_ENV", "Mode", "Settings", "cache_root", "quiet_openmp",
@@ -50,6 +53,7 @@ TUNE_BUDGET_ENV = "VYRE_TUNE_BUDGET"
 #: Seconds the autotuner may spend on one kernel and size class unless ``VYRE_TUNE_BUDGET`` says.
 DEFAULT_TUNE_BUDGET_S = 0.25
 CACHE_MAX_MB_ENV = "VYRE_CACHE_MAX_MB"
+CUDA_COMPILER_ENV = "VYRE_CUDA_COMPILER"
 DEFAULT_CACHE_MAX_MB = 1024
 
 
@@ -119,6 +123,9 @@ class Settings:
     tune_budget: float = DEFAULT_TUNE_BUDGET_S
     cache_max_bytes: int = DEFAULT_CACHE_MAX_MB << 20  # 0: no limit
     binary_cache: bool = True
+    #: ``VYRE_CUDA_COMPILER``: ``"nvrtc"`` or ``"numba"`` forces that CUDA compile route; None: NVRTC
+    #: where it is found, else numba (vyre/driver/cuda_route.py)
+    cuda_compiler: Literal["nvrtc", "numba"] | None = None
     num_threads: int = 1
     numba_cpu_name: str | None = None
     numba_cpu_features: str | None = None
@@ -196,11 +203,25 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
         tune_budget=_budget(env.get(TUNE_BUDGET_ENV)),
         cache_max_bytes=_positive_int(env, CACHE_MAX_MB_ENV, DEFAULT_CACHE_MAX_MB, minimum=0) << 20,
         binary_cache=env.get("VYRE_BINARY_CACHE", "1").strip().lower() not in ("0", "off", "false", "no"),
+        cuda_compiler=_cuda_compiler(env.get(CUDA_COMPILER_ENV)),
         num_threads=_positive_int(env, "NUMBA_NUM_THREADS", _usable_cpus()),
         numba_cpu_name=_nonempty(env, "NUMBA_CPU_NAME"),
         numba_cpu_features=env.get("NUMBA_CPU_FEATURES"),
         numba_env=tuple(sorted((k, v) for k, v in env.items() if k.startswith("NUMBA_"))),
     )
+
+
+def _cuda_compiler(value: str | None) -> Literal["nvrtc", "numba"] | None:
+    """``VYRE_CUDA_COMPILER``; unset, empty or unknown (which also warns): None, the default route."""
+    v = (value or "").strip().lower()
+    if v == "nvrtc":
+        return "nvrtc"
+    if v == "numba":
+        return "numba"
+    if v:
+        warnings.warn(f"{CUDA_COMPILER_ENV}={value!r} is not a CUDA compiler vyre knows; using the default "
+                      "(NVRTC where found, else numba). Fix: set it to nvrtc or numba, or unset it", stacklevel=3)
+    return None
 
 
 def _budget(value: str | None) -> float:

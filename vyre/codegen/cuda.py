@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..errors import CodegenError
 from ..ir import (
@@ -76,6 +77,22 @@ FULL_MASK = "0xFFFFFFFF"
 WARP_COUNT_MAX_BINS = 1024
 
 
+def aggregation(site: AtomicSite) -> Literal["add", "count"] | None:
+    """Whether an atomic becomes a warp-aggregated add (``"add"``: ``_vy_warp_add``), a grouped
+    count (``"count"``: ``_vy_warp_count``) or stays a plain atomic (None); both CUDA printers ask.
+    Only adds whose old value nobody reads: a gradient scatter (whole warps often add to one
+    address), or a count into few bins (lanes adding a constant to one bin add once for all):
+    docs/codegen.md. Not where the lanes add to different elements (gid-indexed): the check would
+    be pure latency."""
+    if site.op is not AtomicOp.ADD or site.result_used or site.lanes_distinct:
+        return None
+    if site.element.is_float:
+        return "add"
+    if site.constant_value and 0 < site.count <= WARP_COUNT_MAX_BINS:
+        return "count"
+    return None
+
+
 @dataclass
 class CudaTarget:
     """``emulate_subgroups``: numba's simulator has no warp intrinsics, so subgroup operations go
@@ -99,18 +116,10 @@ class CudaTarget:
 
     def atomic(self, site: AtomicSite, buf: str, idx: str, val: str, expected: str | None, zero: str) -> str:
         op = site.op
-        if op is AtomicOp.ADD and not site.result_used and not self.emulate_subgroups and not site.lanes_distinct:
-            # a gradient scatter (whole warps often add to one address), or a count into few bins
-            # (lanes adding a constant to one bin add once for all): docs/codegen.md. Not where
-            # the lanes add to different elements (gid-indexed): the check would be pure latency.
-            helper = None
-            if site.element.is_float:
-                helper = "_vy_warp_add"
-            elif site.constant_value and 0 < site.count <= WARP_COUNT_MAX_BINS:
-                helper = "_vy_warp_count"
-            if helper is not None:
-                self.warp_add_sites += 1
-                return f"{helper}({buf}, {idx}, {val}, {zero}, int64({self.warp_add_sites}))"
+        kind = None if self.emulate_subgroups else aggregation(site)
+        if kind is not None:
+            self.warp_add_sites += 1
+            return f"_vy_warp_{kind}({buf}, {idx}, {val}, {zero}, int64({self.warp_add_sites}))"
         if op is AtomicOp.COMPARE_EXCHANGE:
             call = f"cuda.atomic.cas({buf}, {idx}, {expected}, {val})"
         else:

@@ -272,7 +272,8 @@ class InterpBackend(_Host):
 
 
 class CudaBackend:
-    """numba.cuda on a real GPU, with cubins kept in the binary cache (vyre/driver/cuda_binary.py)."""
+    """A real GPU: kernels compiled by NVRTC or numba (vyre/driver/cuda_route.py), cubins kept in the
+    binary cache (vyre/driver/cuda_binary.py)."""
 
     name = "cuda"
     timer: Literal["wall", "cuda-events"] = "cuda-events"
@@ -293,30 +294,82 @@ class CudaBackend:
 
     def build(self, program: Program, key: str, parts: list[str | bytes], *, parallel: bool,
               disk_cache: bool) -> Built:
-        sim = self.simulator
-        bkey = None
-        if not sim and disk_cache and read_settings().binary_cache:
-            from . import cuda_binary
-            from .dispatch import dist_version
+        if not self.simulator and disk_cache and read_settings().binary_cache:
+            from . import cuda_binary, cuda_route
 
-            # the cubin: numba's compile at the first launch skipped (vyre/driver/cuda_binary.py)
-            bkey = cache.kernel_key(*parts, "order=" + ",".join(x.name for x in program.buffers),
-                                    f"nvvm={dist_version('nvidia-nvvm', 'nvidia')}",
-                                    f"cuda-binary={cuda_binary.CUDA_BINARY_VERSION}")
-            found = cuda_binary.load(bkey)
-            if found is not None:
-                fn = found[0]
-                # a cubin the driver refuses is deleted and the program compiled here instead
-                fn.rebuild = functools.partial(self._compile, program, key, bkey, disk_cache)
-                return Built(fn, found[1], True, None, emit=functools.partial(self._emit, program, disk_cache))
-        return self._compile(program, key, bkey, disk_cache)
+            # the cubin of either compile route (vyre/driver/cuda_route.py): no codegen, no compiler
+            for route in cuda_route.lookup_routes():
+                found = cuda_binary.load(self._binary_key(program, parts, route))
+                if found is not None:
+                    fn = found[0]
+                    # a cubin the driver refuses is deleted and the program compiled here instead
+                    fn.rebuild = functools.partial(self._compile, program, key, parts, disk_cache)
+                    emit = self._emit_c if fn.compiler == "nvrtc" else self._emit
+                    return Built(fn, found[1], True, None, emit=functools.partial(emit, program, disk_cache))
+        return self._compile(program, key, parts, disk_cache)
+
+    def _binary_key(self, program: Program, parts: list[str | bytes], route: str) -> str:
+        from . import cuda_binary, cuda_route
+        from .dispatch import dist_version
+
+        return cache.kernel_key(*parts, "order=" + ",".join(x.name for x in program.buffers),
+                                f"nvvm={dist_version('nvidia-nvvm', 'nvidia')}",
+                                f"cuda-binary={cuda_binary.CUDA_BINARY_VERSION}",
+                                *cuda_route.route_part(route))  # type: ignore[arg-type]
 
     def _emit(self, program: Program, disk_cache: bool) -> str:
         from ..codegen.cuda import emit_cuda
 
         return emit_cuda(program, cache=disk_cache and not self.simulator, simulator=self.simulator)
 
-    def _compile(self, program: Program, key: str, bkey: str | None, disk_cache: bool) -> Built:
+    def _emit_c(self, program: Program, disk_cache: bool) -> str:
+        from ..codegen.cuda_c import emit_cuda_c
+
+        return emit_cuda_c(program).source
+
+    def _compile(self, program: Program, key: str, parts: list[str | bytes], disk_cache: bool) -> Built:
+        """Compile ``program`` by the route chosen now (vyre/driver/cuda_route.py), keeping the
+        cubin in the binary cache when ``disk_cache`` and the binary cache are on."""
+        keep = disk_cache and not self.simulator and read_settings().binary_cache
+        if not self.simulator:
+            from . import cuda_route
+            from .cuda_launch import compute_capability
+
+            cc = compute_capability()
+            route, _ = cuda_route.compile_route(cc)
+            if route == "nvrtc":
+                built = self._compile_nvrtc(program, key, parts, disk_cache, cc,
+                                            self._binary_key(program, parts, "nvrtc") if keep else None)
+                if built is not None:
+                    return built
+        return self._compile_numba(program, key, self._binary_key(program, parts, "numba") if keep else None,
+                                   disk_cache)
+
+    def _compile_nvrtc(self, program: Program, key: str, parts: list[str | bytes], disk_cache: bool, cc: str,
+                       bkey: str | None) -> Built | None:
+        """The NVRTC route: C++ to a cubin, loaded by the driver (numba is not imported); None when
+        NVRTC refuses the printed kernel (a printer bug: warned, and numba compiles it)."""
+        import warnings
+
+        from ..codegen.cuda_c import emit_cuda_c
+        from . import cuda_binary, cuda_route, nvrtc
+
+        ck = emit_cuda_c(program)
+        try:
+            cubin = nvrtc.compile_cuda(ck.source, cuda_route.arch_of(cc))
+        except nvrtc.NvrtcError as e:
+            warnings.warn(f"{e}\n(compiling this kernel through numba instead)", stacklevel=5)
+            return None
+        if bkey is not None:
+            cuda_binary.save_cubin(bkey, cubin, ck.entry, ck.flat, "nvrtc")
+        fn = cuda_binary.CubinKernel(cubin, ck.entry, bkey or "", compiler="nvrtc")
+        # a cubin the driver refuses (it should not: NVRTC made it for this device) goes to numba
+        fn.rebuild = functools.partial(
+            self._compile_numba, program, key,
+            self._binary_key(program, parts, "numba") if bkey is not None else None, disk_cache)
+        return Built(fn, ck.flat, False, ck.source)
+
+    def _compile_numba(self, program: Program, key: str, bkey: str | None, disk_cache: bool) -> Built:
         """Generate the source and load it through numba (which compiles at the first launch);
         ``bkey``: the binary entry its cubin is saved under after that launch."""
         if not self.simulator:

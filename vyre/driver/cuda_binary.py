@@ -13,6 +13,8 @@ numba's own kernel. A cubin the driver refuses is deleted and the program compil
 (:func:`ensure_loadable`), never used.
 
 Kernels that need numba's per-module setup (its CUDA runtime, cooperative launches) are not kept.
+The NVRTC route (vyre/driver/cuda_route.py) compiles straight to a cubin of the same ABI and
+saves it here at once (:func:`save_cubin`), under keys of its own.
 """
 
 from __future__ import annotations
@@ -49,8 +51,14 @@ def save(dispatcher: Any, key: str, flat: bool) -> bool:
         return False
     if not entry or not isinstance(code, (bytes, bytearray, memoryview)) or not code:
         return False
+    return save_cubin(key, bytes(code), entry, flat, "numba", object_code=wrapped)
+
+
+def save_cubin(key: str, cubin: bytes, entry: str, flat: bool, compiler: str, *, object_code: bool = False) -> bool:
+    """Write a linked cubin whose kernel ``entry`` takes numba's ABI; ``compiler``: the route that
+    made it (vyre/driver/cuda_route.py), kept for ``CubinKernel.compiler``."""
     rec = binary_cache.Record(key, {"entry": entry, "flat": flat, "format": CUDA_BINARY_VERSION,
-                                    "object_code": wrapped}, {CUBIN: bytes(code)})
+                                    "object_code": object_code, "compiler": compiler}, {CUBIN: cubin})
     return binary_cache.write("cuda", rec) is not None
 
 
@@ -65,7 +73,9 @@ def load(key: str) -> tuple[CubinKernel, bool] | None:
             or rec.meta.get("format") != CUDA_BINARY_VERSION:
         binary_cache.discard("cuda", key)
         return None
-    return CubinKernel(cubin, entry, key, bool(rec.meta.get("object_code"))), flat
+    compiler = rec.meta.get("compiler")
+    return CubinKernel(cubin, entry, key, bool(rec.meta.get("object_code")),
+                       compiler if isinstance(compiler, str) else "numba"), flat
 
 
 def _stream_handle(stream: Any) -> int:
@@ -99,8 +109,10 @@ class CubinKernel:
     share, so the same ``CUfunction`` serves numba's launch path and the one without numba.
     ``rebuild`` (set by the backend) compiles the program afresh when the cubin cannot be loaded."""
 
-    def __init__(self, cubin: bytes, entry: str, key: str, object_code: bool = False) -> None:
+    def __init__(self, cubin: bytes, entry: str, key: str, object_code: bool = False,
+                 compiler: str = "numba") -> None:
         self.cubin = cubin
+        self.compiler = compiler  # the route that compiled it: "numba" or "nvrtc" (vyre/driver/cuda_route.py)
         self.object_code = object_code  # how numba-cuda handed it out; the driver takes the bytes either way
         self.entry = entry
         self.key = key
