@@ -961,6 +961,12 @@ def train():
         raise RuntimeError("train_bench failed")
 
 
+def cuda_route_cc() -> str:
+    from vyre.driver.cuda_launch import compute_capability
+
+    return compute_capability()
+
+
 @section
 def parity():
     """Parity on the real GPU: op tables, examples, generated programs (larger grids) vs the interpreter"""
@@ -969,24 +975,37 @@ def parity():
     from tests.backend_runner import generated_cases
     from tests.example_inputs import example_cases
     from tests.parity import differences
+    from collections import Counter
+
+    from vyre.driver import cuda_route, nvrtc
     from vyre.driver.dispatch import compile as vcompile
+
+    nv = nvrtc.find()
+    print(f"NVRTC: {nv.path} ({nv.version[0]}.{nv.version[1]})" if nv else f"NVRTC: none ({nvrtc.unavailable()})")
+    print(f"compile route now: {cuda_route.compile_route(cuda_route_cc())}")
+    routes: Counter[str] = Counter()
+
+    def cuda_kernel(prog):
+        k = vcompile(prog, "cuda")
+        routes[getattr(k._fn, "compiler", "numba")] += 1  # CubinKernel.compiler; numba's dispatcher has none
+        return k
 
     fails, count = [], 0
     for name, (prog, arrays, layout) in optable.all_tables():
         ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()})
-        got = vcompile(prog, "cuda")({k: v.copy() for k, v in arrays.items()})
+        got = cuda_kernel(prog)({k: v.copy() for k, v in arrays.items()})
         fails += optable.compare(name, got, ref, layout, len(next(iter(arrays.values()))))
         count += 1
     for name, prog, arrays, grid in example_cases(small=False):
         ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
-        got = vcompile(prog, "cuda")({k: v.copy() for k, v in arrays.items()}, grid=grid)
+        got = cuda_kernel(prog)({k: v.copy() for k, v in arrays.items()}, grid=grid)
         fails += [f"{name}: {d}" for d in differences(got, ref, exact=name in EXACT_EXAMPLES)]
         count += 1
     from tests.int_edge_cases import cases as int_edge_cases
 
     for name, prog, arrays in int_edge_cases():  # i32 edge values through ops the device once got wrong
         ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()})
-        got = vcompile(prog, "cuda")({k: v.copy() for k, v in arrays.items()})
+        got = cuda_kernel(prog)({k: v.copy() for k, v in arrays.items()})
         fails += [f"{name}: {d}" for d in differences(got, ref, exact=True)]
         count += 1
     import hypothesis
@@ -996,7 +1015,7 @@ def parity():
     print(f"generated programs from Hypothesis {hypothesis.__version__} (the stream depends on the version)")
     for name, prog, arrays, grid, _ in generated_cases(int(os.environ.get("VYRE_GPU_PARITY_CASES", "150"))):
         ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
-        got = vcompile(prog, "cuda")({k: v.copy() for k, v in arrays.items()}, grid=grid)
+        got = cuda_kernel(prog)({k: v.copy() for k, v in arrays.items()}, grid=grid)
         diff = differences(got, ref, exact=True)
         fails += [f"{name}: {d}" for d in diff]
         if diff and os.environ.get("OUT"):  # keep what reproduces it elsewhere: program and inputs
@@ -1013,7 +1032,7 @@ def parity():
     flat += flat_generated_cases(int(os.environ.get("VYRE_GPU_INTERLEAVE_CASES", "100")))
     for name, prog, arrays, grid in flat:
         ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
-        kernel = vcompile(prog, "cuda")
+        kernel = cuda_kernel(prog)
         for la in (Launch(4, 4), Launch(3, 9), Launch(32, 8)):
             kernel.launch, kernel._fast = la, None
             got = kernel({k: v.copy() for k, v in arrays.items()}, grid=grid)
@@ -1024,7 +1043,7 @@ def parity():
     from tests.warp_add_cases import gpu_cases
 
     for name, prog, arrays, exact in gpu_cases():
-        kernel = vcompile(prog, "cuda")
+        kernel = cuda_kernel(prog)
         grid = (-(-len(arrays["x"]) // prog.workgroup_size[0]),)
         for la in (None, Launch(64, 4), Launch(32, 8)) if kernel.flat else (None,):
             kernel.launch, kernel._fast = la, None
@@ -1034,10 +1053,10 @@ def parity():
                 fails.append(f"warp_add {name} {la}: out[{bad}] = {got[bad]}, exact {exact[bad]}")
         kernel.launch, kernel._fast = None, None
         count += 1
-    print(f"{count} programs checked, {len(fails)} differences")
+    print(f"{count} programs checked, {len(fails)} differences; kernels by compile route: {dict(routes)}")
     for f in fails[:30]:
         print("  " + f)
-    RESULTS["parity"] = {"programs": count, "differences": len(fails)}
+    RESULTS["parity"] = {"programs": count, "differences": len(fails), "routes": dict(routes)}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Start-up benchmark: ``import vyre``, the first dispatch of a small kernel in a fresh process
-(cold: empty kernel cache; warm: the cache a previous process left), and the dispatch of a Program
+(cold: empty kernel cache, on CUDA by each compile route; warm: the cache a previous process left),
+and the dispatch of a Program
 rebuilt before every call (as code that builds its programs inside a function does).
 
 Every fresh-process number is the median of ``--runs`` processes (after one unmeasured round
@@ -267,6 +268,8 @@ def main() -> None:
     ap.add_argument("--no-numba-cache-row", action="store_true", help="skip the VYRE_BINARY_CACHE=0 rows")
     ap.add_argument("--no-rebuilt", action="store_true", help="skip the rebuilt-Program dispatch timing")
     ap.add_argument("--breakdown", action="store_true", help="CUDA: time a warm first dispatch step by step")
+    ap.add_argument("--no-numba-route-row", action="store_true",
+                    help="CUDA: skip the cold row compiled by numba (VYRE_CUDA_COMPILER=numba)")
     ap.add_argument("--setups", default=None, help="CUDA: the warm variants to run, e.g. none,context,torch")
     args = ap.parse_args()
     tree = args.tree.resolve()
@@ -277,7 +280,16 @@ def main() -> None:
     if args.setups is not None:
         setups = [x for x in setups if x in args.setups.split(",")]
     warm_names = [f"warm, {SETUP_NAMES[s]}" if args.backend == "cuda" else "warm" for s in setups]
-    rows: dict[str, list[dict]] = {"cold": [], **{n: [] for n in warm_names}}
+    # cold starts by compile route (vyre/driver/cuda_route.py): the default (NVRTC where found), with the
+    # CUDA context made first too, and numba's, each in a fresh empty cache
+    cold_rows: list[tuple[str, str, dict[str, str]]] = [("cold", "none", {})]
+    if args.backend == "cuda":
+        cold_rows += [("cold, CUDA context made first", "context", {}),
+                      ("cold, numba route (VYRE_CUDA_COMPILER=numba), context made first", "context",
+                       {"VYRE_CUDA_COMPILER": "numba"})]
+        if args.no_numba_route_row:
+            cold_rows.pop()
+    rows: dict[str, list[dict]] = {**{n: [] for n, _, _ in cold_rows}, **{n: [] for n in warm_names}}
     if not args.no_numba_cache_row:
         rows["warm, numba's cache (VYRE_BINARY_CACHE=0)"] = []
     with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d:  # unmeasured: writes the bytecode
@@ -288,8 +300,11 @@ def main() -> None:
             except SystemExit:
                 pass
     for _ in range(args.runs):
+        for name, s_, extra in cold_rows[1:]:
+            with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d2:
+                rows[name].append(child(args.backend, d2, extra, setup=s_, tree=tree))
         with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d:
-            rows["cold"].append(child(args.backend, d, tree=tree))
+            rows["cold"].append(child(args.backend, d, tree=tree))  # its cache is the warm rows'
             for name, s in zip(warm_names, setups, strict=True):
                 try:
                     rows[name].append(child(args.backend, d, setup=s, tree=tree))

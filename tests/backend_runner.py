@@ -4,6 +4,7 @@ NUMBA_ENABLE_CUDASIM is read once, when numba.cuda is imported). Prints one JSON
     NUMBA_ENABLE_CUDASIM=1 python -m tests.backend_runner sim
     NUMBA_ENABLE_CUDASIM=1 python -m tests.backend_runner interleave
     python -m tests.backend_runner ptx
+    python -m tests.backend_runner cuda_c_host  # the NVRTC route's C++ on the host (tests/cuda_c_host.py)
 """
 
 from __future__ import annotations
@@ -181,5 +182,9 @@ if __name__ == "__main__":
         run_interleave(int(sys.argv[2]) if len(sys.argv) > 2 else 40)
     elif mode == "ptx":
         run_ptx(sample_programs(int(sys.argv[2]) if len(sys.argv) > 2 else 20))
+    elif mode == "cuda_c_host":
+        from tests.cuda_c_host import host_parity
+
+        host_parity(int(sys.argv[2]) if len(sys.argv) > 2 else 40)
     else:
         raise SystemExit(f"unknown mode {mode!r}")

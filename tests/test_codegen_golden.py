@@ -4,7 +4,8 @@ One snapshot per representative kernel and target under ``tests/golden/codegen/`
 (saxpy, fused_chain, matvec with its loop), the CPU lockstep form and CUDA barriers / shared memory
 (block_sum), subgroup operations on both CUDA forms (warp intrinsics and the simulator's emulation)
 and the CPU lockstep form (subgroup_sum), atomics (histogram) and the CPU independent form
-(workgroup_ids). The shared scalar helpers (``PRELUDE``, ``CPU_PRELUDE``) have one snapshot of their
+(workgroup_ids); the NVRTC route's C++ for a few of them (``*_cuda.cu``). The shared scalar
+helpers (``PRELUDE``, ``CPU_PRELUDE``, ``C_PRELUDE``) have one snapshot of their
 own and stand as a one-line marker in the kernel snapshots.
 
 Set VYRE_UPDATE_GOLDEN=1 to rewrite the files; review the diff before committing.
@@ -93,6 +94,28 @@ def test_emission_is_deterministic_and_cache_flag_only_touches_decorators() -> N
         assert emit_cpu(p) == emit_cpu(EXAMPLES[name]())
         assert emit_cpu(p, cache=True).replace("cache=True", "cache=False") == emit_cpu(p)
         assert emit_cuda(p, cache=True).replace("cache=True", "cache=False") == emit_cuda(p)
+
+
+#: the NVRTC route's C++ (vyre/codegen/cuda_c.py): a flat kernel, workgroup memory and barriers,
+#: subgroup reductions with a warp-aggregated add, and plain atomics
+C_SNAPSHOTS = ("saxpy", "block_sum", "subgroup_sum", "histogram")
+C_PRELUDE_MARK = "/* <vyre.codegen.c_ops.C_PRELUDE> */\n"
+
+
+@pytest.mark.parametrize("example", C_SNAPSHOTS)
+def test_generated_cuda_c_matches_snapshot(example: str) -> None:
+    from vyre.codegen.c_ops import C_PRELUDE
+    from vyre.codegen.cuda_c import emit_cuda_c
+
+    src = emit_cuda_c(EXAMPLES[example]()).source
+    assert src.count(C_PRELUDE) == 1
+    _compare(GOLDEN / f"{example}_cuda.cu", src.replace(C_PRELUDE, C_PRELUDE_MARK))
+
+
+def test_c_prelude_matches_snapshot() -> None:
+    from vyre.codegen.c_ops import C_PRELUDE, C_WARP_ADD
+
+    _compare(GOLDEN / "prelude.cu", f"{C_PRELUDE_MARK}{C_PRELUDE}\n/* C_WARP_ADD */\n{C_WARP_ADD}")
 
 
 def test_snapshots_are_valid_python() -> None:

@@ -96,6 +96,9 @@ def child() -> None:
             raise AssertionError("emitter called on a cubin hit")
 
         codegen_cuda.emit_cuda = no  # type: ignore[assignment]
+        from vyre.codegen import cuda_c
+
+        cuda_c.emit_cuda_c = no  # type: ignore[assignment]
     p = _program()
     xs = np.linspace(0, 1, 5000, dtype=np.float32)
     k = vyre.compile(p, "cuda")
@@ -110,8 +113,10 @@ def child() -> None:
                       "dev_ok": bool(np.allclose(dev, want, rtol=1e-6)), "fast": kk._fast is not None}), flush=True)
 
 
-def _run(root: Path, mode: str) -> dict[str, Any]:
-    env = {**os.environ, "VYRE_CACHE_DIR": str(root), "VYRE_AUTOTUNER": "off"}
+def _run(root: Path, mode: str, compiler: str = "numba") -> dict[str, Any]:
+    # numba's route by default: its cubin is saved after the first launch (the NVRTC route saves at
+    # compile time: test_the_nvrtc_route_on_the_gpu)
+    env = {**os.environ, "VYRE_CACHE_DIR": str(root), "VYRE_AUTOTUNER": "off", "VYRE_CUDA_COMPILER": compiler}
     env.pop("VYRE_BINARY_CACHE", None)
     out = subprocess.run([sys.executable, "-m", "tests.test_cuda_binary", "child", mode], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=600)
@@ -145,6 +150,19 @@ def test_a_second_process_launches_the_cached_cubin(tmp_path: Path) -> None:
     again = _run(tmp_path, "cold")  # the module file is still there: a module hit, compiled by numba
     assert again == {"hit": True, "cubin": False, "host_ok": True, "dev_ok": True, "fast": True}
     assert binary_cache.decode(entry.read_bytes(), entry.stem[2:]) is not None
+
+
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
+def test_the_nvrtc_route_on_the_gpu(tmp_path: Path) -> None:
+    """Cold: NVRTC's cubin, loaded and launched by the driver, saved at once; warm: the same entry."""
+    from vyre.driver import nvrtc
+
+    if nvrtc.find() is None:
+        pytest.skip(f"no NVRTC: {nvrtc.unavailable()}")
+    cold = _run(tmp_path, "cold", "nvrtc")
+    assert cold == {"hit": False, "cubin": True, "host_ok": True, "dev_ok": True, "fast": True}
+    warm = _run(tmp_path, "warm", "nvrtc")
+    assert warm == {"hit": True, "cubin": True, "host_ok": True, "dev_ok": True, "fast": True}
 
 
 if __name__ == "__main__":

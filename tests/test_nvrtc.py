@@ -2,9 +2,11 @@
 
 Without a GPU: every kernel kind the tests generate compiles through the locally installed NVRTC
 (Hypothesis programs, op tables, examples, interleave and warp-add cases, integer edge cases, the
-vyre.ops programs and autodiff gradients) with the PTX checks numba's kernels pass; the route is
-chosen and keyed as documented; a cold CUDA compile through a fake libcuda imports no numba, and a
-second process launches the saved cubin. Results on a GPU: bench/gpu_bench.py's parity section.
+vyre.ops programs and autodiff gradients) with the PTX checks numba's kernels pass; the printed C++,
+run on the host against a shim of the CUDA built-ins (tests/cuda_c_host.py), agrees with the
+interpreter; the route is chosen and keyed as documented; a cold CUDA compile through a fake libcuda
+imports no numba, and a second process launches the saved cubin. On a GPU: bench/gpu_bench.py's
+parity section.
 """
 
 from __future__ import annotations
@@ -129,6 +131,19 @@ def test_ops_and_gradient_programs_compile_through_nvrtc(monkeypatch: pytest.Mon
     assert problems == []
 
 
+@pytest.mark.skipif(__import__("shutil").which("g++") is None and __import__("shutil").which("clang++") is None,
+                    reason="needs a host C++ compiler")
+def test_the_printed_cxx_agrees_with_the_interpreter_when_run_on_the_host() -> None:
+    """tests/cuda_c_host.py: the C++ compiled for the host against a shim of the CUDA built-ins
+    (threads per invocation, barriers, warp exchanges), every case against the interpreter."""
+    from tests.subproc import run_checks
+
+    rows = run_checks("cuda_c_host", "40", env={"NUMBA_ENABLE_CUDASIM": "0"}, timeout=600)
+    assert len(rows) >= 100
+    problems = [f"{r['case']}: {p}" for r in rows for p in r["problems"]]
+    assert problems == []
+
+
 def test_the_c_tables_cover_every_op() -> None:
     from vyre.codegen import cuda_c
     from vyre.codegen.c_ops import C_BINOP, C_UNOP
@@ -165,11 +180,21 @@ def test_route_choice_and_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @needs_nvrtc
-def test_an_architecture_nvrtc_does_not_know_goes_to_numba(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_architecture_or_driver_nvrtc_does_not_serve_goes_to_numba(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from vyre.driver import cuda_driver
+
+    major = nvrtc.find().version[0]  # type: ignore[union-attr]
+    drv = types.SimpleNamespace(version=lambda: (major, 4))
+    monkeypatch.setattr(cuda_driver, "driver", lambda: drv)
     monkeypatch.delenv("VYRE_CUDA_COMPILER", raising=False)
     route, why = cuda_route.compile_route("1.0")
     assert route == "numba" and why is not None and "cannot compile for sm_10" in why
     assert cuda_route.compile_route("9.0") == ("nvrtc", None)
+    drv.version = lambda: (major - 1, 8)  # an older driver: NVRTC's cubins would not load
+    route, why = cuda_route.compile_route("9.0")
+    assert route == "numba" and why is not None and "newer than the driver's CUDA" in why
 
 
 def test_binary_keys_differ_by_route_and_cover_the_nvrtc_wheel_and_printer(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -221,6 +246,10 @@ def child(mode: str) -> None:
             handle = 0x5000 + len(self.modules)
             self.modules[handle] = ["vyre_kernel"]
             p[0] = handle
+            return 0
+
+        def _cuDriverGetVersion(self, p: Any) -> int:
+            p[0] = 1000 * nvrtc.find().version[0] + 40  # type: ignore[union-attr]  # a driver of NVRTC's CUDA
             return 0
 
     f = ElfFake()

@@ -63,19 +63,21 @@ def c_literal(e: Expr) -> str:
             return "(-2147483647 - 1)" if v == -(2 ** 31) else f"({v})"
         case LitU32(v):
             return f"{v}u"
-        case LitF32(v):
-            if math.isnan(v):
+        case LitF32():
+            f = e.value  # the pattern's field is the bit pattern
+            if math.isnan(f):
                 return "__int_as_float(0x7fc00000)"
-            if math.isinf(v):
-                return f"__int_as_float({'0xff800000' if v < 0 else '0x7f800000'})"
-            return f"((float){float(v).hex()})"  # rounds to f32 as numba's float32(v) does
-        case LitF64(v):
-            if math.isnan(v):
+            if math.isinf(f):
+                return f"__int_as_float({'0xff800000' if f < 0 else '0x7f800000'})"
+            return f"((float){f.hex()})"  # exact: the value is an f32
+        case LitF64():
+            d = e.value
+            if math.isnan(d):
                 return "__longlong_as_double(0x7ff8000000000000LL)"
-            if math.isinf(v):
-                bits = "(long long)0xfff0000000000000ULL" if v < 0 else "0x7ff0000000000000LL"
+            if math.isinf(d):
+                bits = "(long long)0xfff0000000000000ULL" if d < 0 else "0x7ff0000000000000LL"
                 return f"__longlong_as_double({bits})"
-            return f"({float(v).hex()})"
+            return f"({d.hex()})"
         case _:
             raise TypeError(f"not a literal: {e!r}")
 

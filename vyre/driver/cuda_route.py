@@ -69,6 +69,12 @@ def nvrtc_unusable(cc: str) -> str | None:
     nv = nvrtc.find()
     if nv is None:
         return nvrtc.unavailable()
+    from .cuda_driver import driver
+
+    drv_major = driver().version()[0]
+    if nv.version[0] > drv_major:  # its cubins need a driver of its major version (minor versions are compatible)
+        return (f"NVRTC {nv.version[0]}.{nv.version[1]} ({nv.path}) is newer than the driver's CUDA "
+                f"{drv_major}; its cubins would not load")
     arch = arch_of(cc)
     if arch not in nv.archs:
         return (f"NVRTC {nv.version[0]}.{nv.version[1]} cannot compile for sm_{arch} (it knows "
