@@ -2,7 +2,8 @@
 semantics to the reference interpreter without a GPU.
 
 The printed source is compiled by the host's C++ compiler against a small shim of the CUDA
-built-ins it uses: flat kernels as one thread running every invocation in order; other kernels
+built-ins it uses: flat kernels block by block and thread by thread (each running its
+invocations, interleaved where the kernel interleaves them), under several launches; other kernels
 workgroup by workgroup with a host thread per invocation, ``__syncthreads`` a barrier of the
 workgroup, warp shuffles and ballots exchanges between the 32 threads of a warp, workgroup memory
 one zero-filled array per workgroup, atomics under a lock. So integer wrapping, the division and
@@ -153,10 +154,11 @@ def _unit(i: int, program: Program) -> tuple[str, bool]:
     m = 7 * len(storage)
     call = f"k{i}::vyre_kernel({', '.join([*args, f'a[{m}]', f'a[{m + 1}]'] if k.flat else args)});"
     wx, wy, wz = program.workgroup_size
-    if k.flat:  # one thread runs every invocation in order; the y and z rows repeat the x-row
-        body = ("blockIdx = {0u, 0u, 0u}; threadIdx = {0u, 0u, 0u}; blockDim = {1u, 1u, 1u}; "
-                "gridDim = {1u, 1u, 1u};\n"
-                f"    for (unsigned r = 0; r < gy * gz; ++r) {call}")
+    if k.flat:  # gx blocks of gy threads, one after the other; gz rows (the y and z rows repeat the x-row)
+        body = ("blockDim = {gy, 1u, 1u}; gridDim = {gx, 1u, 1u};\n"
+                "    for (unsigned r = 0; r < gz; ++r) for (unsigned b = 0; b < gx; ++b)\n"
+                "    for (unsigned t = 0; t < gy; ++t) {\n"
+                f"        blockIdx = {{b, 0u, 0u}}; threadIdx = {{t, 0u, 0u}}; {call}\n    }}")
     else:  # workgroup by workgroup, a thread per invocation
         body = f"vy_run_blocks(gx, gy, gz, {wx}u, {wy}u, {wz}u, [=] {{ {call} }});"
     return (f"namespace k{i} {{\n{src}\n}}\n"
@@ -184,7 +186,10 @@ class HostKernels:
             raise RuntimeError(f"the host compiler refused the printed kernels:\n{out.stderr[-6000:]}")
         self.lib = ctypes.CDLL(str(so))
 
-    def run(self, i: int, arrays: Mapping[str, np.ndarray], grid: object = None) -> dict[str, np.ndarray]:
+    def run(self, i: int, arrays: Mapping[str, np.ndarray], grid: object = None,
+            launch: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+        """One dispatch of program ``i``; a flat kernel with ``launch`` = (threads per block,
+        invocations per thread), default one thread running them all."""
         from vyre.driver.geometry import flat_invocations, grid3
         from vyre.driver.dispatch import compile as vcompile
 
@@ -201,10 +206,14 @@ class HostKernels:
         for b in storage:
             a = bufs[b.name]
             vals += [0, 0, a.size, a.itemsize, a.ctypes.data if a.size else 0, a.size, a.itemsize]
+        dims = g
         if self.flat[i]:
-            vals += [flat_invocations(program, g), flat_invocations(program, g)]
+            n = flat_invocations(program, g)
+            wg, ipt = launch or (1, max(1, n))
+            vals += [n, ipt]
+            dims = (max(1, -(-n // (wg * ipt))), wg, g[1] * g[2])
         packed = (ctypes.c_longlong * max(1, len(vals)))(*vals)
-        getattr(self.lib, f"vy_run_{i}")(packed, ctypes.c_uint(g[0]), ctypes.c_uint(g[1]), ctypes.c_uint(g[2]))
+        getattr(self.lib, f"vy_run_{i}")(packed, *(ctypes.c_uint(d) for d in dims))
         return {b.name: bufs[b.name] for b in storage if b.access.writable}
 
 
@@ -216,6 +225,7 @@ def host_parity(count: int) -> None:
 
     from tests import int_edge_cases, optable
     from tests.backend_runner import cases, flat_generated_cases, generated_cases
+    from tests.interleave_cases import interleave_cases
     from tests.parity import differences
     from tests.test_cpu_index_family import family_cases
     from vyre.driver.dispatch import compile as vcompile
@@ -226,12 +236,18 @@ def host_parity(count: int) -> None:
     todo += [(n, p, a, g, None) for n, p, a, g in flat_generated_cases(count)]
     todo += [(n, p, a, None, None) for n, p, a in int_edge_cases.cases()]
     todo += [(n, p, a, g, None) for n, p, a, g, _ in family_cases(6)]
+    todo += [(f"interleave_{n}", p, a, None, None) for n, p, a in interleave_cases()]
     kernels = HostKernels([t[1] for t in todo])
     for i, (name, prog, arrays, grid, layout) in enumerate(todo):
         ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
-        got = kernels.run(i, arrays, grid)
-        if layout is not None:
-            problems = optable.compare(name, got, ref, layout, len(next(iter(arrays.values()))))
-        else:  # the examples' floats may round differently (host libm); the rest is exact
-            problems = differences(got, ref, exact=not name.startswith("example_"))
+        problems: list[str] = []
+        # flat kernels also under launches that interleave (vyre/codegen/interleave.py), cut groups
+        # short and leave threads idle, as tests/backend_runner.py's interleave mode does
+        for launch in [None, (4, 4), (3, 9), (8, 1)] if kernels.flat[i] else [None]:
+            got = kernels.run(i, arrays, grid, launch)
+            if layout is not None:
+                found = optable.compare(name, got, ref, layout, len(next(iter(arrays.values()))))
+            else:  # the examples' floats may round differently (host libm); the rest is exact
+                found = differences(got, ref, exact=not name.startswith("example_"))
+            problems += [f"{launch}: {p}" for p in found]
         print(json.dumps({"case": name, "problems": problems}), flush=True)

@@ -9,9 +9,9 @@ launches numba's (vyre/driver/cuda_binary.py ``CubinKernel``). Bounds proofs, co
 warp-aggregated atomics are the shared emitter's decisions (vyre/codegen/emit.py, cuda.py); only
 the syntax differs, and the per-op rules are vyre/codegen/c_ops.py's tables.
 
-What it does not print yet: the interleave lowering (several invocations per thread run statement
-by statement, vyre/codegen/interleave.py) -- a flat kernel here runs its invocations one by one,
-which gives the same results.
+A flat kernel worth it carries the interleave lowering too (``vy_interleaved``: K invocations
+statement by statement, vyre/codegen/interleave.py; printed by vyre/codegen/cuda_c_interleave.py),
+launched as numba's kernel launches it.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from ..ir import (
 )
 from .c_ops import C_BINOP, C_ELEM, C_PRELUDE, C_TYPE, C_UNOP, C_WARP_ADD, CUDA_C_VERSION, c_cast
 from .cuda import aggregation
-from .emit import AtomicSite, Binding, Emitter, SubgroupCode
+from .emit import AtomicSite, Binding, Emitter, SubgroupCode, has_return
 from .flat import is_tunable
 from .lanes import LaneKind
-from .pipeline import lower
+from .pipeline import interleaved_form, lower
 
 ENTRY = "vyre_kernel"
 _AXES = "xyz"
@@ -96,13 +96,18 @@ class CudaCTarget:
     warp_add_sites: int = 0
 
     def id_src(self, kind: str, axis: int) -> str:
-        return "_lane" if kind == "lane" else f"_{kind}{axis}"
+        if kind == "lane":
+            return "_lane"
+        if kind == "gid" and axis == 0 and self.lane_k is not None:
+            return f"_gid0_{self.lane_k}"  # the invocation being emitted in an interleaved body
+        return f"_{kind}{axis}"
 
     def barrier(self) -> list[str]:
         return ["__syncthreads();"]
 
     def ret(self) -> list[str]:
-        return ["return;"]
+        # flag_returns: inside an interleaved body's one-trip loop (cuda_c_interleave.py ``Finish``)
+        return ["_ret = true;", "break;"] if self.flag_returns else ["return;"]
 
     def atomic(self, site: AtomicSite, buf: str, idx: str, val: str, expected: str | None, zero: str) -> str:
         raise CodegenError("the C printer emits atomics itself (CEmitter.c_atomic)")
@@ -260,6 +265,8 @@ class CEmitter(Emitter):
                 self.block(body, inner, indent + 1)
                 self.facts = saved
                 self.emit(indent, "}")
+                if self.ctarget.flag_returns and has_return(body):
+                    self.emit(indent, "if (_ret) break;")  # a Return inside: leave the enclosing loop too
             case Block(body) | Region(_, body):
                 self.emit(indent, "{")
                 self.block(body, dict(scope), indent + 1)
@@ -314,18 +321,38 @@ def emit_cuda_c(program: Program) -> CKernel:
     if flat:
         inv_params = ", ".join(["unsigned _gid0", *(f"{C_ELEM[b.element]}* {src[b.name]}, long long {lengths[b.name]}"
                                                      for b in storage)])
-        inv_args = ", ".join(["(unsigned)_g", *(f"{src[b.name]}, {lengths[b.name]}" for b in storage)])
+        bufs = "".join(f", {src[b.name]}, {lengths[b.name]}" for b in storage)
         em.emit(0, f"static __device__ void vy_invocation({inv_params}) {{")
         em.emit(1, "const unsigned _gid1 = 0u, _gid2 = 0u;")
         em.block(program.entry, {}, 1)
         em.emit(0, "}")
         em.emit(0, "")
+        plan = interleaved_form(program)  # the interleave lowering (vyre/codegen/interleave.py), or None
+        k = 1 if plan is None else plan.k
+        if plan is not None:
+            from .cuda_c_interleave import CInterleavedPrinter
+
+            buf_params = inv_params[len("unsigned _gid0"):]
+            em.emit(0, f"static __device__ void vy_interleaved(long long _g, long long _stride{buf_params}) {{")
+            em.emit(1, "const unsigned _gid1 = 0u, _gid2 = 0u;")
+            for j in range(k):
+                em.emit(1, f"const unsigned _gid0_{j} = (unsigned)(_g + {j}LL * _stride);")
+            CInterleavedPrinter(em, target, plan, f"vy_invocation((unsigned)(_g + _q * _stride){bufs});"
+                                ).function_body(1)
+            em.emit(0, "}")
+            em.emit(0, "")
         em.emit(0, f'extern "C" __global__ void {ENTRY}({", ".join([*params, "long long _n", "long long _ipt"])}) {{')
         em.emit(1, "const long long _t = (long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x;")
         em.emit(1, "const long long _stride = (long long)gridDim.x * (long long)blockDim.x;")
-        em.emit(1, "for (long long _j = 0; _j < _ipt; ++_j) {")
+        em.emit(1, "long long _j = 0;")
+        if k > 1:
+            em.emit(1, f"while (_j + {k} <= _ipt && _t + (_j + {k - 1}) * _stride < _n) {{")
+            em.emit(2, f"vy_interleaved(_t + _j * _stride, _stride{bufs});")
+            em.emit(2, f"_j += {k};")
+            em.emit(1, "}")
+        em.emit(1, "for (; _j < _ipt; ++_j) {")
         em.emit(2, "const long long _g = _t + _j * _stride;")
-        em.emit(2, f"if (_g < _n) vy_invocation({inv_args});")
+        em.emit(2, f"if (_g < _n) vy_invocation((unsigned)_g{bufs});")
         em.emit(1, "}")
         em.emit(0, "}")
     else:

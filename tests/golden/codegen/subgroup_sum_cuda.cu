@@ -1,4 +1,4 @@
-// vyre generated kernel: target cuda (NVRTC C++), cuda-c v1. Do not edit.
+// vyre generated kernel: target cuda (NVRTC C++), cuda-c v2. Do not edit.
 /* <vyre.codegen.c_ops.C_PRELUDE> */
 
 
