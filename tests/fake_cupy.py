@@ -2,11 +2,13 @@
 
 "GPU arrays" are NumPy arrays that remember a device ordinal (the calling thread's current
 device when they were made, as CuPy's are); ``Device(d).synchronize()`` is logged, so tests can check that a copy from
-another GPU waited for it. The array type's module is not ``cupy``, so Dask treats the arrays as
-NumPy arrays (its CuPy registrations are never asked for)."""
+another GPU waited for it. Device-to-host copies (``runtime.memcpyAsync``), events and pinned
+memory run at once and are logged in order (``state["log"]``). The array type's module is not
+``cupy``, so Dask treats the arrays as NumPy arrays (its CuPy registrations are never asked for)."""
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import types
 from typing import Any
@@ -35,7 +37,7 @@ class FakeArray(np.ndarray):
 
 def install(monkeypatch: Any, gpus: int) -> types.ModuleType:
     """Put a fake ``cupy`` with ``gpus`` devices into ``sys.modules`` for one test."""
-    state: dict[str, Any] = {"local": threading.local(), "synced": []}
+    state: dict[str, Any] = {"local": threading.local(), "synced": [], "log": []}
     mod = types.ModuleType("cupy")
 
     class Device:
@@ -53,8 +55,26 @@ def install(monkeypatch: Any, gpus: int) -> types.ModuleType:
         def synchronize(self) -> None:
             state["synced"].append(self.ordinal)
 
-    runtime = types.SimpleNamespace(getDeviceCount=lambda: gpus)
-    mod.cuda = types.SimpleNamespace(Device=Device, runtime=runtime)  # type: ignore[attr-defined]
+    def memcpy_async(dst: int, src: int, size: int, kind: int, stream: int) -> None:
+        """Runs at once (a queue that is always empty), logged with its stream."""
+        assert kind == runtime.memcpyDeviceToHost
+        ctypes.memmove(dst, src, size)
+        state["log"].append(("copy", stream, size))
+
+    class Event:
+        def __init__(self, block: bool = False, disable_timing: bool = False) -> None:
+            pass
+
+        def record(self, stream: Any = None) -> None:
+            state["log"].append(("record", getattr(stream, "ptr", stream)))
+
+        def synchronize(self) -> None:
+            state["log"].append(("wait",))
+
+    runtime = types.SimpleNamespace(getDeviceCount=lambda: gpus, memcpyAsync=memcpy_async, memcpyDeviceToHost=2)
+    stream = types.SimpleNamespace(null=types.SimpleNamespace(ptr=0))
+    mod.cuda = types.SimpleNamespace(Device=Device, runtime=runtime, Event=Event, Stream=stream,  # type: ignore[attr-defined]
+                                     alloc_pinned_memory=bytearray)
     mod.ndarray = FakeArray  # type: ignore[attr-defined]
     mod.asarray = lambda a: _on_current(np.array(a, copy=True))  # type: ignore[attr-defined]
     mod.empty = lambda shape, dtype=np.float32: _on_current(np.empty(shape, dtype))  # type: ignore[attr-defined]

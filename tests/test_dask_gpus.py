@@ -6,6 +6,7 @@ values bit for bit."""
 from __future__ import annotations
 
 import itertools
+import types
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 import vyre.dask  # noqa: E402
 import vyre.dask_gpus  # noqa: E402
+import vyre.dask_graph  # noqa: E402
 
 
 def _chain() -> Program:
@@ -42,25 +44,44 @@ chunks_1d = st.integers(1, 400).flatmap(
 
 # ---- reduce over a map_blocks result: one task per chunk, the unfused path's values
 
-@settings(max_examples=20, deadline=None)
+def _inputs(kind: str, x: np.ndarray, chunks: tuple[int, ...]):  # type: ignore[no-untyped-def]
+    """A dask array of ``x``: chunks read from the array (a materialized layer of getters),
+    persisted (literal chunks, as on_gpus gives them), or an unpersisted expression (a Blockwise
+    layer, which keeps Dask's full optimization)."""
+    d = da.from_array(x, chunks=(chunks,))
+    if kind == "persisted":
+        (d,) = dask.persist(d, scheduler="sync")
+    elif kind == "expression":
+        d = d * np.float32(1)
+    return d
+
+
+@settings(max_examples=25, deadline=None)
 @given(chunks_1d, st.sampled_from(["sum", "max", "min"]), st.sampled_from([None, 2, 3]),
-       st.integers(0, 2**32 - 1))
+       st.sampled_from(["from_array", "persisted", "expression"]), st.booleans(), st.integers(0, 2**32 - 1))
 def test_fused_reduce_equals_the_unfused_path(spec: tuple[int, list[int]], op: str, split_every: int | None,
-                                              seed: int) -> None:
+                                              kind: str, optimize_graph: bool, seed: int) -> None:
     n, cuts = spec
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(n).astype(np.float32)
     y = rng.standard_normal(n).astype(np.float32)
-    dx = da.from_array(x, chunks=(_uneven(n, cuts),))
-    dy = da.from_array(y, chunks=(_uneven(n, [*cuts[::-1], n // 2]),))  # other chunks: aligned by Dask
+    dx = _inputs(kind, x, _uneven(n, cuts))
+    dy = _inputs(kind, y, _uneven(n, [*cuts[::-1], n // 2]))  # other chunks: aligned by Dask
     m = vyre.dask.map_blocks(_chain(), {"x": dx, "y": dy}, "out", backend="cpu")
     fused = vyre.dask.reduce(op, m, backend="cpu", split_every=split_every)
     unfused = vyre.dask.reduce(op, m.copy(), backend="cpu", split_every=split_every)  # a copy: no recipe
+    assert isinstance(fused, vyre.dask_graph.VyreArray) and not isinstance(unfused, vyre.dask_graph.VyreArray)
     assert fused.name != unfused.name
-    got, want = dask.compute(fused, unfused, scheduler="threads")
+    # computed together with plain dask arrays over the same inputs (two optimizers, one graph)
+    got, want, plain, mapped = dask.compute(fused, unfused, dx.sum(), m, scheduler="threads",
+                                            optimize_graph=optimize_graph)
     assert got.dtype == want.dtype == np.float32
     assert got.tobytes() == want.tobytes()
+    assert plain == dx.sum().compute(scheduler="sync")
+    assert got.tobytes() == vyre.dask.reduce(op, m, backend="cpu", split_every=split_every).compute(
+        scheduler="sync").tobytes()
     whole = vyre.dispatch(_chain(), {"x": x, "y": y, "out": np.zeros(n, np.float32)}, backend="cpu")["out"]
+    assert mapped.tobytes() == whole.tobytes()
     if op == "sum":
         ref = float(whole.astype(np.float64).sum())
         assert abs(float(got) - ref) <= 1e-6 * float(np.abs(whole).astype(np.float64).sum()) + 1e-6
@@ -103,6 +124,102 @@ def test_fused_reduce_of_an_empty_array() -> None:
     x = da.zeros(0, chunks=1, dtype=np.float32)
     m = vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu")
     assert float(vyre.dask.reduce("sum", m, backend="cpu").compute()) == 0.0
+
+
+# ---- the graph Dask prepares on every compute: vyre's tasks as they were written, culled
+
+def _persisted_chain(n: int = 200, chunk: int = 30):  # type: ignore[no-untyped-def]
+    x = np.linspace(-2, 2, n, dtype=np.float32)
+    (dx,) = dask.persist(da.from_array(x, chunks=chunk), scheduler="sync")
+    return dx, [vyre.dask.reduce("sum", vyre.dask.map_blocks(_chain(), {"x": dx, "y": dx}, "out", backend="cpu",
+                                                             name=f"pass-{j}"), backend="cpu") for j in range(3)]
+
+
+def test_the_optimizer_only_culls_materialized_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every layer materialized, Dask's optimization of vyre's graphs is the cull alone: the
+    task objects vyre wrote come back as they are (no fusion, no renamed keys), the chunks as data,
+    and keys no result needs are dropped. Dask's array optimizer is never called."""
+    from dask._task_spec import DataNode, Task
+    from dask.highlevelgraph import HighLevelGraph
+
+    def refuse(*a, **k):  # type: ignore[no-untyped-def]
+        raise AssertionError("Dask's array optimizer ran")
+
+    dx, passes = _persisted_chain()
+    unused = vyre.dask.reduce("max", vyre.dask.map_blocks(_chain(), {"x": dx, "y": dx}, "out", backend="cpu"),
+                              backend="cpu")
+    monkeypatch.setattr(da.Array, "__dask_optimize__", staticmethod(refuse))
+    graph = HighLevelGraph.merge(*(g.dask for g in [*passes, unused]))
+    keys = [g.__dask_keys__() for g in passes]
+    opt = vyre.dask_graph.optimize(graph, keys)
+    written = {k: v for g in passes for k, v in g.dask.layers[g.name].items()}
+    assert set(opt) == set(written) | set(dx.__dask_keys__())
+    assert all(opt[k] is v for k, v in written.items())  # the very objects: nothing converted or fused
+    assert all(isinstance(v, Task) for v in written.values())
+    assert all(isinstance(opt[k], DataNode) for k in dx.__dask_keys__())
+    got = dask.compute(*passes, scheduler="threads")  # through Dask's compute, the same optimizer
+    assert len({v.tobytes() for v in got}) == 1
+
+
+def test_the_optimizer_defers_to_dask_where_it_may_fuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph with a layer that is not materialized (an expression over dask arrays, not
+    persisted) gets Dask's array optimization, as does any graph when `array_optimize` is set."""
+    calls: list[str] = []
+    dask_opt = da.Array.__dask_optimize__
+
+    def logged(dsk, keys, **kw):  # type: ignore[no-untyped-def]
+        calls.append("dask")
+        return dask_opt(dsk, keys, **kw)
+
+    monkeypatch.setattr(da.Array, "__dask_optimize__", staticmethod(logged))
+    x = da.from_array(np.linspace(-1, 1, 90, dtype=np.float32), chunks=20)
+    lazy = vyre.dask.reduce("sum", vyre.dask.map_blocks(_chain(), {"x": x + 1, "y": x}, "out", backend="cpu"),
+                            backend="cpu")
+    eager = vyre.dask.reduce("sum", vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu"),
+                             backend="cpu")
+    want = vyre.dask.reduce("sum", vyre.dask.map_blocks(_chain(), {"x": x + 1, "y": x}, "out",
+                                                        backend="cpu").copy(), backend="cpu")
+    assert lazy.compute().tobytes() == want.compute().tobytes()
+    assert calls == ["dask", "dask"]  # lazy's graph, then want's (a plain dask array)
+    calls.clear()
+    eager.compute()
+    assert calls == []
+    monkeypatch.undo()  # Dask's own optimizer entry again, which follows the configuration
+    seen: list[int] = []
+    with dask.config.set(array_optimize=lambda dsk, keys, **kw: seen.append(1) or dsk):
+        assert eager.compute().tobytes() == eager.compute(optimize_graph=False).tobytes()
+    assert seen == [1]
+
+
+def test_arrays_derived_from_a_vyre_array_are_plain_dask_arrays() -> None:
+    _, passes = _persisted_chain()
+    r = passes[0]
+    assert isinstance(r, vyre.dask_graph.VyreArray) and isinstance(r, da.Array)
+    assert r.shape == () and r.dtype == np.float32
+    derived = [r + 1, r.astype(np.float64), da.stack([r, passes[1]])]
+    assert all(type(d) is da.Array for d in derived)
+    value = r.compute()
+    assert (r + 1).compute() == value + 1
+    assert da.stack([r, passes[1]]).compute().tobytes() == np.array([value, value]).tobytes()
+    (kept,) = dask.persist(r)
+    assert kept.compute() == value
+    (delayed,) = r.to_delayed().ravel()
+    assert delayed.compute() == value
+
+
+def test_a_gpu_partial_is_copied_behind_its_own_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The partial's copy to host memory and an event are queued on the legacy default stream when
+    the partial is made; the final task waits for that event, not for the GPU's whole queue."""
+    fake = fake_cupy.install(monkeypatch, gpus=1)
+    value = np.array(1.25, np.float64)
+    device = types.SimpleNamespace(nbytes=value.nbytes, dtype=value.dtype, size=1, shape=(),
+                                   data=types.SimpleNamespace(ptr=value.ctypes.data))
+    pending = vyre.dask._Pending(device)
+    assert fake.state["log"] == [("copy", 0, value.nbytes), ("record", 0)]  # queued at once, copy first
+    value[...] = 0  # the "device" memory changes after the copy was queued (and ran): not seen
+    got = vyre.dask._host(pending)
+    assert fake.state["log"][-1] == ("wait",)
+    assert got.shape == () and got.dtype == np.float64 and float(got) == 1.25
 
 
 # ---- on_gpus: round robin, literal chunks, every GPU fed from the first tasks on

@@ -37,6 +37,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("vyre.dask needs Dask. Fix: pip install 'vyre[dask]' (or dask[array])") from e
 
 from .dask_gpus import on_gpus  # after the check that Dask is there
+from .dask_graph import Task, TaskRef, vyre_array
 
 __all__ = ["map_blocks", "map_overlap", "on_gpus", "reduce", "value_and_grad"]
 
@@ -337,8 +338,8 @@ _REDUCTIONS = ("sum", "max", "min")
 
 def _partial(op: str, backend: str | None, chunk: Any) -> Any:
     """One chunk's partial result, computed by a ``vyre.ops`` kernel over the whole chunk: a host
-    scalar for NumPy chunks; for a CuPy chunk a 0-d array on the chunk's own GPU, left pending
-    there (the task does not wait: :func:`_finish` does, where the value is needed)."""
+    scalar for NumPy chunks; for a CuPy chunk a :class:`_Pending` copy of the 0-d result on the
+    chunk's own GPU (the task does not wait: :func:`_finish` does, where the value is needed)."""
     from . import ops
 
     fn = getattr(ops, op)
@@ -346,9 +347,40 @@ def _partial(op: str, backend: str | None, chunk: Any) -> Any:
         import cupy
 
         with cupy.cuda.Device(chunk.device.id):
-            return fn(_contiguous(chunk).reshape(-1), backend=backend)
+            r = fn(_contiguous(chunk).reshape(-1), backend=backend)
+            return _Pending(r) if isinstance(r, cupy.ndarray) else r
     r = fn(_contiguous(chunk).reshape(-1), backend=backend)
     return np.asarray(r.get() if hasattr(r, "get") else r)
+
+
+class _Pending:
+    """A chunk's partial on its GPU, its copy to (pinned) host memory queued right behind it, and
+    an event behind the copy; all on the legacy default stream, where ``vyre.ops`` launched the
+    partial's kernel (so in order after it). Made inside the partial's device context.
+
+    Why not ``partial.get()`` in the final task: that copy goes to the back of the GPU's queue, so
+    it waits for everything the other tasks queued on that GPU since (later passes' kernels), and
+    keeps a scheduler thread from launching more work meanwhile. The event waits for this chunk's
+    own work alone. The value is the same bytes either way."""
+
+    __slots__ = ("_device_value", "done", "host")
+
+    def __init__(self, partial: Any) -> None:
+        import cupy
+
+        self._device_value = partial  # kept alive until the copy ran (its memory is not reused sooner)
+        mem = cupy.cuda.alloc_pinned_memory(max(1, partial.nbytes))
+        self.host = np.frombuffer(mem, partial.dtype, partial.size).reshape(partial.shape)
+        rt = cupy.cuda.runtime
+        rt.memcpyAsync(self.host.ctypes.data, partial.data.ptr, partial.nbytes, rt.memcpyDeviceToHost, 0)
+        self.done = cupy.cuda.Event(disable_timing=True)
+        self.done.record(cupy.cuda.Stream.null)
+
+    def value(self) -> np.ndarray:
+        """The partial on the host, once its copy has run (waits with the GIL released)."""
+        self.done.synchronize()
+        self._device_value = None
+        return np.array(self.host, copy=True)
 
 
 class _Parts:
@@ -384,6 +416,8 @@ def _gather_block(parts: np.ndarray, axis: Any = None, keepdims: bool = False, *
 def _host(partial: Any) -> np.ndarray:
     if isinstance(partial, np.ndarray):
         return partial
+    if isinstance(partial, _Pending):
+        return partial.value()
     import cupy
 
     with cupy.cuda.Device(partial.device.id):
@@ -457,40 +491,38 @@ def _finish(op: str, result: np.dtype, *boxes: _Parts) -> np.ndarray:
 
 def _fused_reduce(op: str, recipe: _Recipe, dt: np.dtype, backend: str | None, split_every: int) -> Any:
     """``reduce(op, map_blocks(...))`` as one task per chunk (the program, then the partial) and a
-    tree of gathering tasks that ends in one final task, written as a plain graph.
+    tree of gathering tasks that ends in one final task, written as one materialized layer of
+    Dask's task objects (:mod:`vyre.dask_graph`), cheap for Dask to prepare on every compute.
 
     Why not Dask's blockwise fusion of the two steps: each fused task runs a small subgraph
     (``dask.order`` on it, per task), and Dask spends more time per compute fusing and ordering;
     on several GPUs that host time is what keeps the GPUs waiting. The values are the unfused
     path's: the same functions on the same chunks, combined in the same way."""
-    from dask.highlevelgraph import HighLevelGraph
-
     from dask.base import tokenize
 
     first = recipe.arrays[0]
-    grid = [range(n) for n in first.numblocks]
     # keys differ with everything that shapes the graph, so two such reductions never share a key
+    # (the names of the inputs stand for their data: nothing is hashed)
     tag = tokenize(recipe.name, op, backend, split_every)
     part = f"{op}-partial-{tag}"
+    run = functools.partial(_run_partial, recipe.fn, op, backend)
     layer: dict[Any, Any] = {}
     keys: list[Any] = []
-    for idx in itertools.product(*grid):
+    for idx in itertools.product(*(range(n) for n in first.numblocks)):
         key = (part, *idx)
-        layer[key] = (functools.partial(_run_partial, recipe.fn, op, backend),
-                      *[(a.name, *idx) for a in recipe.arrays])
+        layer[key] = Task(key, run, *[TaskRef((a.name, *idx)) for a in recipe.arrays])
         keys.append(key)
     level = 0
     while len(keys) > split_every:  # a box gathers at most split_every boxes (nothing waits here)
         name = f"{op}-gather{level}-{tag}"
         nxt = []
         for j in range(0, len(keys), split_every):
-            layer[(name, j)] = (_gather, *keys[j:j + split_every])
+            layer[(name, j)] = Task((name, j), _gather, *[TaskRef(k) for k in keys[j:j + split_every]])
             nxt.append((name, j))
         keys, level = nxt, level + 1
     final = f"{op}-{tag}"
-    layer[(final,)] = (functools.partial(_finish, op, dt), *keys)
-    graph = HighLevelGraph.from_collections(final, layer, dependencies=list(recipe.arrays))
-    return da.Array(graph, final, chunks=(), dtype=dt, meta=np.empty((), dt))
+    layer[(final,)] = Task((final,), functools.partial(_finish, op, dt), *[TaskRef(k) for k in keys])
+    return vyre_array(final, layer, recipe.arrays, chunks=(), meta=np.empty((), dt))
 
 
 def _grad_chunk(wire: bytes, chunked: tuple[str, ...], output: str, wrt: tuple[str, ...],
