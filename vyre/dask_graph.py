@@ -25,11 +25,11 @@ from dask.core import flatten
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from dask.utils import ensure_dict
 
-try:  # the public module (dask >= 2025.2); the same classes live in dask._task_spec before it
+try:  # the public module of newer Dask; the same classes live in dask._task_spec before it
     from dask.task_spec import Task, TaskRef
 except ImportError:  # pragma: no cover - older dask
     from dask._task_spec import Task, TaskRef
-from dask._task_spec import convert_legacy_graph, cull
+from dask._task_spec import convert_legacy_graph  # what Dask's scheduler runs on every graph
 
 __all__ = ["Task", "TaskRef", "VyreArray", "optimize", "vyre_array"]
 
@@ -45,8 +45,21 @@ def optimize(dsk: Any, keys: Any, **kwargs: Any) -> Any:
             isinstance(dsk, HighLevelGraph)
             and not all(isinstance(layer, MaterializedLayer) for layer in dsk.layers.values())):
         return da.Array.__dask_optimize__(dsk, keys, **kwargs)
-    flat = convert_legacy_graph(ensure_dict(dsk))
-    return cull(flat, list(flatten(keys)))
+    return _cull(convert_legacy_graph(ensure_dict(dsk)), flatten(keys))
+
+
+def _cull(graph: dict[Any, Any], keys: Iterable[Any]) -> dict[Any, Any]:
+    """The part of ``graph`` (task objects) that ``keys`` need; keys not in the graph (results
+    that live elsewhere, e.g. futures) are left for the scheduler to find."""
+    out: dict[Any, Any] = {}
+    work = list(keys)
+    while work:
+        k = work.pop()
+        if k in out or k not in graph:
+            continue
+        out[k] = node = graph[k]
+        work.extend(node.dependencies)
+    return out
 
 
 class VyreArray(da.Array):
