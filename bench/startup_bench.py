@@ -314,9 +314,12 @@ def main() -> None:
                     print(f"{name}: {e}", file=sys.stderr)  # PyTorch / CuPy broken here: that row is left out
         if not args.no_numba_cache_row:
             with tempfile.TemporaryDirectory(prefix="vyre-startup-") as d:
-                child(args.backend, d, {"VYRE_BINARY_CACHE": "0"}, tree=tree)
-                rows["warm, numba's cache (VYRE_BINARY_CACHE=0)"].append(
-                    child(args.backend, d, {"VYRE_BINARY_CACHE": "0"}, tree=tree))
+                # numba's own cache: on CUDA its route (the NVRTC route keeps nothing without the binary cache)
+                no_bin = {"VYRE_BINARY_CACHE": "0"}
+                if args.backend == "cuda":
+                    no_bin["VYRE_CUDA_COMPILER"] = "numba"
+                child(args.backend, d, no_bin, tree=tree)
+                rows["warm, numba's cache (VYRE_BINARY_CACHE=0)"].append(child(args.backend, d, no_bin, tree=tree))
     lines = [head, "",
              f"Median of {args.runs} fresh processes each, tuner off; wall (CPU) seconds. *before*: what the "
              "process did before vyre's first dispatch (CUDA context, PyTorch/CuPy import and arrays), timed apart.",

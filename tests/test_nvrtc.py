@@ -213,6 +213,20 @@ def test_binary_keys_differ_by_route_and_cover_the_nvrtc_wheel_and_printer(monke
     assert "nvrtc=nvidia-cuda-nvrtc=99.0" in cuda_route.route_part("nvrtc")
 
 
+def test_a_kernel_nvrtc_refuses_is_warned_about_and_left_to_numba(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A printer bug NVRTC catches never fails a dispatch silently or gives a wrong kernel: the
+    backend warns with NVRTC's log and compiles the program through numba (``None`` here)."""
+    from vyre.driver.backend import CudaBackend
+    from vyre.examples import saxpy
+
+    def refuse(source: str, arch: int, **kw: object) -> bytes:
+        raise nvrtc.NvrtcError("NVRTC could not compile a generated kernel for sm_90:\nerror: something")
+
+    monkeypatch.setattr(nvrtc, "compile_cuda", refuse)
+    with pytest.warns(UserWarning, match=r"(?s)could not compile.*error: something.*through numba instead"):
+        assert CudaBackend()._compile_nvrtc(saxpy(), "k" * 40, ["fp"], False, "9.0", None) is None
+
+
 def test_an_nvrtc_failure_is_a_codegen_error_with_the_log() -> None:
     if nvrtc.find() is None:
         with pytest.raises(nvrtc.NvrtcError, match=r"NVRTC is unavailable.*Fix:"):
