@@ -8,6 +8,7 @@
     python bench/dask_bench.py check                        # CUDA: results over CuPy chunks
     python bench/dask_bench.py overhead [log2 n [log2 chunk ...]]  # CUDA, one GPU: per-chunk host cost
                                                              # (many small chunks), GPU-busy share
+    python bench/dask_bench.py host            # CPU: Dask's host time per compute of the gpus graphs
 
 Prints markdown tables (paste into BENCHMARKS.md with machine, date, commit).
 """
@@ -302,6 +303,56 @@ def overhead_section(log2n: int = 26, *log2chunks: int) -> None:
     print(f"sum {got:.6e} (float64 reference {ref:.6e})")
 
 
+def host_section(reps: int = 30) -> None:
+    """CPU: Dask's host time per compute for vyre's graphs, the GPU bench's graphs on tiny host
+    chunks (so the tasks' own work is negligible): ``passes`` chain + ``vyre.dask.reduce("sum")``
+    graphs over persisted inputs in one ``dask.compute`` (4 threads). Columns: host time from the
+    call to the first task handed to a thread (optimization, ordering: time every GPU waits), the
+    whole compute, and building the graphs (not part of the compute). Medians of ``reps``."""
+    import dask
+    import dask.array as da
+    import dask.threaded
+
+    import vyre.dask
+
+    p = _chain_program()
+    mark: dict[str, float] = {}
+    pool = dask.threaded.ContextAwareThreadPoolExecutor
+    submit = pool.submit
+
+    def first_submit(self, fn, *a, **k):  # type: ignore[no-untyped-def]
+        mark.setdefault("t", time.perf_counter())
+        return submit(self, fn, *a, **k)
+
+    pool.submit = first_submit  # type: ignore[method-assign]
+    print("| chunks | passes per compute | host ms before the first task | compute ms | graph build ms |")
+    print("|---|---|---|---|---|")
+    for nch, passes in ((2, 8), (4, 8), (2, 1), (4, 1)):
+        x = np.random.default_rng(0).standard_normal(nch * 1024).astype(np.float32)
+        (dx, dy) = dask.persist(da.from_array(x, chunks=1024), da.from_array(x * 2, chunks=1024), scheduler="sync")
+
+        def graphs(tag: str, dx=dx, dy=dy, passes=passes) -> list:  # type: ignore[no-untyped-def]
+            return [vyre.dask.reduce("sum", vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend="cpu",
+                                                                 name=f"chain-{tag}-{j}"), backend="cpu")
+                    for j in range(passes)]
+
+        first, whole, build = [], [], []
+        for r in range(reps + 5):
+            t0 = time.perf_counter()
+            gs = graphs(f"r{r}")
+            t1 = time.perf_counter()
+            mark.clear()
+            dask.compute(*gs, scheduler="threads", num_workers=4)
+            t2 = time.perf_counter()
+            if r >= 5:  # warm
+                first.append(mark["t"] - t1)
+                whole.append(t2 - t1)
+                build.append(t1 - t0)
+        print(f"| {nch} | {passes} | {np.median(first) * 1e3:.2f} | {np.median(whole) * 1e3:.2f} | "
+              f"{np.median(build) * 1e3:.2f} |", flush=True)
+    pool.submit = submit  # type: ignore[method-assign]
+
+
 def profile_section(log2n: int = 24, log2chunk: int = 16) -> None:
     """cProfile of one compute of the chain + reduce in 2^(log2n - log2chunk) chunks on the
     synchronous scheduler: where each chunk's host time goes (top functions by own time)."""
@@ -343,6 +394,8 @@ if __name__ == "__main__":
         check_section()
     elif what == "overhead":
         overhead_section(*(int(a) for a in sys.argv[2:]))
+    elif what == "host":
+        host_section()
     elif what == "profile":
         profile_section(*(int(a) for a in sys.argv[2:4]))
     else:

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import fake_cupy
-from vyre.errors import DispatchError
-from vyre.ir import F32, Program, buflen, exp, gid, if_, let, output, read, sin, store, var
+from vyre.errors import DispatchError, ValidationError
+from vyre.ir import F32, U32, Program, buflen, exp, gid, if_, let, output, read, sin, store, u32, var
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -220,6 +220,70 @@ def test_a_gpu_partial_is_copied_behind_its_own_kernel(monkeypatch: pytest.Monke
     got = vyre.dask._host(pending)
     assert fake.state["log"][-1] == ("wait",)
     assert got.shape == () and got.dtype == np.float64 and float(got) == 1.25
+
+
+# ---- building graphs: the program validated and encoded once, device data never hashed
+
+def _table_mix() -> Program:
+    x, t, out = read("x", 0, U32), read("t", 1, U32), output("out", 2, U32)
+    i = var("i")
+    return Program.wrapped([x, t, out], 64, [let("i", gid()), if_(i.lt(buflen(out)), [
+        store(out, i, x[i] * u32(2654435761) + t[x[i] % buflen(t)])])])
+
+
+class _DeviceTable:
+    """A stand-in for a GPU array given whole to every chunk: pickling it (what Dask's tokenizer
+    does to objects it does not know, a copy to the host for a real one) fails the test."""
+
+    shape, dtype = (4,), np.dtype(np.uint32)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, object]:
+        return {"shape": (4,), "typestr": "<u4", "data": (0, True), "version": 3}
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("device data was pickled to name a graph")
+
+
+def test_graph_names_never_hash_device_buffers() -> None:
+    x = da.from_array(np.arange(40, dtype=np.uint32), chunks=10)
+    table = _DeviceTable()
+    a = vyre.dask.map_blocks(_table_mix(), {"x": x, "t": table}, "out", backend="cpu")
+    b = vyre.dask.map_blocks(_table_mix(), {"x": x, "t": table}, "out", backend="cpu")
+    assert a.name != b.name  # a device buffer names its call alone (nothing was hashed)
+    fn = a._vyre_recipe.fn
+    assert dask.base.tokenize(fn) == dask.base.tokenize(fn)  # the same each time Dask asks
+    assert a.name.startswith("_run_chunk-")
+    # host tables are hashed as Dask hashes numpy arrays: equal calls are one computation
+    t1, t2 = np.arange(4, dtype=np.uint32), np.arange(4, dtype=np.uint32)
+    host = [vyre.dask.map_blocks(_table_mix(), {"x": x, "t": t}, "out", backend="cpu") for t in (t1, t2, t2 + 1)]
+    assert host[0].name == host[1].name != host[2].name
+    want = vyre.dispatch(_table_mix(), {"x": np.arange(40, dtype=np.uint32), "t": t1,
+                                        "out": np.zeros(40, np.uint32)}, backend="cpu")["out"]
+    assert host[0].compute().tobytes() == want.tobytes()
+
+
+def test_a_program_is_validated_and_encoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    validate = Program.validate
+
+    def counted(self):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return validate(self)
+
+    monkeypatch.setattr(Program, "validate", counted)
+    p = _chain()
+    x = da.from_array(np.linspace(0, 1, 50, dtype=np.float32), chunks=20)
+    outs = [vyre.dask.map_blocks(p, {"x": x, "y": x}, "out", backend="cpu", name=f"once-{j}") for j in range(3)]
+    assert calls == [1]
+    assert len({o.compute().tobytes() for o in outs}) == 1
+    vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu")  # an equal but new object
+    assert calls == [1, 1]
+    bad = Program.wrapped([read("x", 0, F32), output("out", 1, F32)], 64, [store(output("out", 1, F32), var("i"),
+                                                                                read("x", 0, F32)[var("i")])])
+    for _ in range(2):  # an invalid program is refused on every call, never remembered
+        with pytest.raises(ValidationError, match="V008"):
+            vyre.dask.map_blocks(bad, {"x": x}, "out", backend="cpu")
 
 
 # ---- on_gpus: round robin, literal chunks, every GPU fed from the first tasks on

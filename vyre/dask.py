@@ -19,7 +19,9 @@ says why the layout decides whether the GPUs run side by side).
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -47,8 +49,63 @@ DimFn = Callable[[tuple[int, ...]], Sequence[int]]
 def _program_of(program: Any) -> Program:
     """A Program, or the program of a frontend kernel, validated."""
     p = program_of(program, DispatchError)
-    p.validate()
+    _wire_of(p)
     return p
+
+
+_WIRES: dict[int, tuple[Program, bytes]] = {}
+
+
+def _wire_of(p: Program) -> bytes:
+    """``p`` validated and encoded, once per Program object (Programs are frozen; a graph built
+    every iteration would otherwise validate and encode the program on every call). The entry
+    holds the program, so its id is not reused while it is remembered."""
+    hit = _WIRES.get(id(p))
+    if hit is not None and hit[0] is p:
+        return hit[1]
+    p.validate()
+    wire = to_wire(p)
+    if len(_WIRES) >= 64:
+        _WIRES.pop(next(iter(_WIRES)), None)
+    _WIRES[id(p)] = (p, wire)
+    return wire
+
+
+class _ChunkFn:
+    """The function of a :func:`map_blocks` / :func:`map_overlap` task: :func:`_run_chunk` with
+    the program's wire bytes and the call's settings.
+
+    Its Dask token (the graph's key names when no ``name`` is given) never hashes device data:
+    a whole buffer on a GPU (CuPy, PyTorch, ...) would be pickled, so copied to the host, by
+    Dask's tokenizer; each such buffer gets a token of its own instead (two calls that share one
+    are then two computations, not one). Host arrays are hashed as Dask hashes them."""
+
+    __slots__ = ("_device_tokens", "backend", "chunked", "dim", "outputs", "whole", "wire")
+    #: Dask asks map_blocks' function whether it takes block_id / block_info (inspect.signature,
+    #: slow on a partial): it takes only the chunks
+    __signature__ = inspect.Signature([inspect.Parameter("chunks", inspect.Parameter.VAR_POSITIONAL)])
+    #: the key names' prefix when no name is given (Dask's funcname)
+    __name__ = "_run_chunk"
+
+    def __init__(self, wire: bytes, chunked: tuple[str, ...], outputs: tuple[str, ...], backend: str | None,
+                 dim: DimFn | None, whole: Mapping[str, Any]) -> None:
+        self.wire, self.chunked, self.outputs, self.backend, self.dim = wire, chunked, outputs, backend, dim
+        self.whole = dict(whole)
+        # one token per device buffer and task function, the same each time Dask asks
+        self._device_tokens = {n: uuid.uuid4().hex for n, v in self.whole.items() if not isinstance(v, np.ndarray)}
+
+    def __call__(self, *chunks: Any) -> Any:
+        return _run_chunk(self.wire, self.chunked, self.outputs, self.backend, self.dim, self.whole, *chunks)
+
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        from dask.base import tokenize
+
+        whole = tuple((n, self._device_tokens[n] if n in self._device_tokens else tokenize(v))
+                      for n, v in sorted(self.whole.items()))
+        return ("vyre-chunk", self.wire, self.chunked, self.outputs, self.backend, tokenize(self.dim), whole)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_ChunkFn, (self.wire, self.chunked, self.outputs, self.backend, self.dim, self.whole))
 
 
 @functools.lru_cache(maxsize=64)
@@ -277,9 +334,8 @@ def map_blocks(program: Any, inputs: Mapping[str, Any], output: str | Sequence[s
     if not outputs:
         raise DispatchError("no output named. Fix: pass output='name' (or a list of names)")
     chunked, whole = _split(p, inputs, outputs)
-    wire = to_wire(p)
     arrays = _aligned([inputs[n] for n in chunked])
-    fn = functools.partial(_run_chunk, wire, tuple(chunked), outputs, backend, dim, whole)
+    fn = _ChunkFn(_wire_of(p), tuple(chunked), outputs, backend, dim, whole)
     dtypes = [p.buffer(o).element.np_dtype for o in outputs]
     if len(outputs) == 1:
         out = da.map_blocks(fn, *arrays, dtype=dtypes[0], meta=_meta(arrays[0], dtypes[0]), name=name)
@@ -316,7 +372,7 @@ def map_overlap(program: Any, inputs: Mapping[str, Any], output: str, *, depth: 
     p = _program_of(program)
     chunked, whole = _split(p, inputs, (output,))
     arrays = _aligned([inputs[n] for n in chunked])
-    fn = functools.partial(_run_chunk, to_wire(p), tuple(chunked), (output,), backend, dim, whole)
+    fn = _ChunkFn(_wire_of(p), tuple(chunked), (output,), backend, dim, whole)
     dt = p.buffer(output).element.np_dtype
     ndim = arrays[0].ndim
     depths = dict(depth) if isinstance(depth, Mapping) else dict.fromkeys(range(ndim), depth)
@@ -557,7 +613,7 @@ def value_and_grad(program: Any, inputs: Mapping[str, Any], output: str, wrt: st
         if w not in inputs:
             raise DispatchError(f"wrt buffer {w!r} is not among the inputs. Fix: pass an array for it")
     arrays = _aligned([inputs[n] for n in chunked])
-    wire = to_wire(p)
+    wire = _wire_of(p)
     blocks = [a.to_delayed() for a in arrays]
     task = dask.delayed(_grad_chunk, pure=True, nout=2)
     losses = []
