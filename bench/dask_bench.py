@@ -1,7 +1,7 @@
 """vyre over Dask: compile sharing across worker processes (CPU) and multi-GPU scaling (CUDA).
 
     python bench/dask_bench.py cache           # CPU: N worker processes, cold vs shared disk cache
-    python bench/dask_bench.py gpus [log2 n] [log2 chunk] [passes] [on_gpus|concat]  # CUDA: chain
+    python bench/dask_bench.py gpus [log2 n] [log2 chunk] [passes] [on_gpus|concat] [all|vyre]  # CUDA: chain
                                      # + sum over n f32, 1 GPU vs all GPUs vs CuPy-on-Dask (1 pass per
                                      # compute, and `passes` passes per compute: throughput); chunks
                                      # placed by vyre.dask.on_gpus, or per GPU and concatenated
@@ -66,13 +66,15 @@ def cache_section(workers: int = 2) -> None:
         print(f"| {run} | {workers} | {dt:.2f} | {list(stats.values())} |")
 
 
-def gpus_section(log2n: int = 30, log2chunk: int = 27, passes: int = 8, layout: str = "on_gpus") -> None:
+def gpus_section(log2n: int = 30, log2chunk: int = 27, passes: int = 8, layout: str = "on_gpus",
+                 columns: str = "all") -> None:
     """The chain + sum over 2^log2n f32 (chunks of 2^log2chunk) on 1 GPU and on all of them, vyre
     against CuPy-on-Dask with the same chunks, and the Dask floor (the same graph with tasks that
     do nothing). Two timings: one pass per ``dask.compute`` (latency: Dask's per-compute cost
     included), and ``passes`` independent passes over the same data in one compute (throughput:
     the GPUs' steady state, the per-compute cost spread over the passes). ``layout``: how the
-    chunks are placed (see ``on_devices``)."""
+    chunks are placed (see ``on_devices``). ``columns="vyre"`` times vyre alone (4 threads), e.g.
+    for a baseline tree in the same run: the other columns do not depend on vyre."""
     import cupy
     import dask
     import dask.array as da
@@ -154,7 +156,9 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27, passes: int = 8, layout: 
     configs = [("1 GPU", [0])] + ([(f"{ngpu} GPUs", list(range(ngpu)))] if ngpu > 1 else [])
     for label, devs in configs:
         dx, dy = on_devices(devs)
-        got, want = dask.compute(vyre_graph(dx, dy), cupy_graph(dx, dy), scheduler="threads")
+        only_vyre = columns == "vyre"
+        got, want = dask.compute(vyre_graph(dx, dy), vyre_graph(dx, dy, -1) if only_vyre else cupy_graph(dx, dy),
+                                 scheduler="threads")
         ref = 0.0
         for part_x, part_y in zip(dx.blocks, dy.blocks, strict=True):  # one chunk at a time, on its GPU
             cx, cy = part_x.compute(scheduler="sync"), part_y.compute(scheduler="sync")
@@ -164,9 +168,9 @@ def gpus_section(log2n: int = 30, log2chunk: int = 27, passes: int = 8, layout: 
             assert abs(float(val) - ref) <= 1e-4 * abs(ref), f"{label}: {what} {float(val)} vs float64 {ref}"
         print(f"{label}: sum {float(got):.6e} (float64 reference {ref:.6e})")
         for k in (1, passes):
-            t_vyre, t_cupy, t_floor = (timed(functools.partial(g, dx, dy), k)
-                                       for g in (vyre_graph, cupy_graph, floor_graph))
-            t_few = timed(functools.partial(vyre_graph, dx, dy), k, threads=ngpu)
+            t_vyre, t_cupy, t_floor = (timed(functools.partial(g, dx, dy), k) if g is vyre_graph or not only_vyre
+                                       else float("nan") for g in (vyre_graph, cupy_graph, floor_graph))
+            t_few = float("nan") if only_vyre else timed(functools.partial(vyre_graph, dx, dy), k, threads=ngpu)
             rows.append((k, label, t_vyre, t_few, t_cupy, t_floor))
             print(f"  {label}, {k} passes: vyre {t_vyre / k * 1e3:.2f} ms per pass", flush=True)
         del dx, dy
@@ -389,7 +393,7 @@ if __name__ == "__main__":
     if what == "cache":
         cache_section()
     elif what == "gpus":
-        gpus_section(*(int(a) for a in sys.argv[2:5]), *sys.argv[5:6])
+        gpus_section(*(int(a) for a in sys.argv[2:5]), *sys.argv[5:7])
     elif what == "check":
         check_section()
     elif what == "overhead":

@@ -13,6 +13,8 @@
    go to ``out dir`` as JSON.
 3. **Variants** (no instrumentation, best of 5): layouts, scheduler threads, passes per compute.
 4. **Host cost of one chunk's task** (cProfile of the direct loop on small chunks).
+
+``TIMELINE_QUICK=1`` stops after section 2.
 """
 
 from __future__ import annotations
@@ -252,6 +254,8 @@ def main(log2n: int = 30, log2chunk: int = 28, passes: int = 8, out_dir: str = "
         recs.append(timeline(label, *arrays, k, threads))
     with open(os.path.join(out_dir, f"timeline_2p{log2chunk}.json"), "w") as f:
         json.dump(recs, f)
+    if os.environ.get("TIMELINE_QUICK"):  # sections 1 and 2 only
+        return
 
     # ---- 3. variants, not instrumented
     print("\n## 3. variants (no instrumentation), best of 5, ms per pass")
