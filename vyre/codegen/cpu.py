@@ -32,7 +32,7 @@ from .cpu_private import private_atomics, private_parallel_entry
 from .lockstep import (
     Exchange, Segment, Step, SubgroupOp, UniformLoop, UniformScope,
 )
-from .pipeline import lockstep_form, lower
+from .pipeline import lockstep_form, lower_cpu
 from .ops import BINOP_EMIT, CTOR
 from .prelude import PRELUDE
 
@@ -435,7 +435,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
     program is race free, ``vyre_kernel_parallel`` with the same arguments (``VYRE_PARALLEL``).
     ``vectorize=False`` is the safe mode (vyre/driver/cpu_selfcheck.py): every kernel is compiled
     when the module is imported, with numba's loop vectoriser off."""
-    program = lower(program)  # the pass pipeline (vyre/codegen/pipeline.py)
+    program = lower_cpu(program)  # the pass pipeline and the CPU's passes (vyre/codegen/pipeline.py)
     storage = [b for b in program.buffers if not b.is_workgroup]
     shared = [b for b in program.buffers if b.is_workgroup]
     src = {b.name: f"b{i}_{b.name}" for i, b in enumerate(storage)}

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from ..ir import BinOpKind, DataType, Expr, LitI32, LitU32, Var
 from .emit import Binding, Emitter
+from .ranges import RangeCtx
 from .ops import BINOP_EMIT
 
 #: Helpers for signed division and remainder by a power of two (``docs/semantics.md``: truncating,
@@ -68,7 +69,12 @@ def _pow2(c: int) -> int | None:
 
 
 class CpuEmitter(Emitter):
-    """The shared emitter with the CPU's handling of constant masks, shifts and divisors."""
+    """The shared emitter with the CPU's handling of constant masks, shifts and divisors, and the
+    value-range prover (vyre/codegen/ranges.py) deciding which accesses need no guard."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.ranges = RangeCtx(self.program)
 
     def constant_int(self, e: Expr, scope: dict[str, Binding]) -> int | None:
         """The value of ``e`` when it is an integer literal or a local bound to one."""

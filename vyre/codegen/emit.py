@@ -24,8 +24,9 @@ from ..ir import (
 from ..ir.typing import expr_type
 from .lanes import LaneKind, LaneKinds
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
+from .ranges import RangeCtx, Resolve
 
-CODEGEN_VERSION = 14
+CODEGEN_VERSION = 15
 
 # The CUDA launch defaults of interleaved flat kernels (vyre/codegen/interleave.py). They live here,
 # in a module `import vyre` loads anyway, because the driver reads them for a kernel loaded from the
@@ -156,6 +157,9 @@ class Emitter:
     consts: dict[str, Expr] = field(default_factory=dict)
     # how locals vary across a warp's lanes (vyre/codegen/lanes.py): what an atomic's index is
     lanes: LaneKinds = field(default_factory=LaneKinds)
+    # value ranges (vyre/codegen/ranges.py): an access whose index they prove in range is emitted
+    # unguarded; None (CUDA) keeps to the syntactic facts above
+    ranges: RangeCtx | None = None
 
     def __post_init__(self) -> None:
         self.mutable = assigned_names(self.program.entry)
@@ -175,7 +179,7 @@ class Emitter:
     def decl(self, name: str) -> BufferDecl:
         return self.program.buffer(name)
 
-    def in_bounds(self, idx_src: str, idx: Expr, buf: BufferDecl) -> bool:
+    def in_bounds(self, idx_src: str, idx: Expr, buf: BufferDecl, scope: dict[str, Binding]) -> bool:
         if (idx_src, buf.name) in self.facts:
             return True
         limit = buf.count if buf.count > 0 else None
@@ -183,7 +187,14 @@ class Emitter:
             return True
         if buf.is_workgroup and isinstance(idx, LocalId):
             return self.program.workgroup_size[idx.axis] <= buf.count
-        return False
+        return self.ranges is not None and self.ranges.proves_lt(idx, BufLen(buf.name), self.resolver(scope))
+
+    def resolver(self, scope: dict[str, Binding]) -> Resolve:
+        """Names of ``scope`` as the range prover knows them (a binding's source is unique)."""
+        def resolve(name: str) -> tuple[str, DataType, bool] | None:
+            b = scope.get(name)
+            return None if b is None else (b.src, b.type, name not in self.mutable)
+        return resolve
 
     def expr(self, e: Expr, scope: dict[str, Binding]) -> str:
         def sub(x: Expr) -> str:
@@ -198,7 +209,7 @@ class Emitter:
                 d = self.decl(buf)
                 i = sub(index)
                 b = self.buffer_src[buf]
-                if self.in_bounds(i, index, d):
+                if self.in_bounds(i, index, d, scope):
                     return f"{b}[{i}]"
                 return f"_vy_ld({b}, {i}, {zero_of(d.element)})"
             case BufLen(buf):
@@ -275,10 +286,11 @@ class Emitter:
 
     def block(self, body: tuple[Node, ...], scope: dict[str, Binding], indent: int) -> None:
         start = len(self.lines)
-        saved = self.facts
+        saved, saved_ranges = self.facts, self.ranges
+        self.ranges = None if saved_ranges is None else saved_ranges.child()
         for n in body:
             self.stmt(n, scope, indent)
-        self.facts = saved
+        self.facts, self.ranges = saved, saved_ranges
         if len(self.lines) == start:
             self.emit(indent, "pass")
 
@@ -300,7 +312,12 @@ class Emitter:
                 else:
                     rhs = self.expr(value, scope)
                     const = self.const_let(name, value, scope)
+                    resolved = None
+                    if self.ranges is not None and name not in self.mutable:
+                        resolved = self.ranges.resolved(value, self.resolver(scope), opaque=False)
                     dest = self.let_target(name, t, scope)
+                    if self.ranges is not None:
+                        self.ranges.define(dest, resolved, t)
                     if isinstance(value, BufLen) and name not in self.mutable:
                         self.len_alias[dest] = value.buffer
                     if const is not None:
@@ -315,7 +332,7 @@ class Emitter:
                 i = self.expr(index, scope)
                 v = self.expr(value, scope)
                 b = self.buffer_src[buf]
-                if self.in_bounds(i, index, d):
+                if self.in_bounds(i, index, d, scope):
                     self.emit(indent, f"{b}[{i}] = {v}")
                 else:
                     tmp = self.fresh("_i")
@@ -324,13 +341,20 @@ class Emitter:
                     self.emit(indent + 1, f"{b}[{tmp}] = {v}")
             case If(cond, then, otherwise):
                 self.emit(indent, f"if {self.expr(cond, scope)}:")
-                saved = self.facts
+                saved, saved_ranges = self.facts, self.ranges
                 self.facts = saved | self.bound_facts(cond, scope)
+                if saved_ranges is not None:
+                    self.ranges = saved_ranges.child()
+                    self.ranges.assume(cond, self.resolver(scope))
                 self.block(then, dict(scope), indent + 1)
                 self.facts = saved
                 if otherwise:
+                    if saved_ranges is not None:
+                        self.ranges = saved_ranges.child()
+                        self.ranges.assume(cond, self.resolver(scope), holds=False)
                     self.emit(indent, "else:")
                     self.block(otherwise, dict(scope), indent + 1)
+                self.ranges = saved_ranges
             case Loop(var, start, end, body):
                 s, e = self.expr(start, scope), self.expr(end, scope)
                 it = self.fresh("_it")
@@ -341,12 +365,15 @@ class Emitter:
                         self.lane_kind(x, scope) is LaneKind.UNIFORM for x in (start, end)):
                     self.lanes.record(src, LaneKind.UNIFORM)
                 self.emit(indent + 1, f"{src} = uint32({it})")
-                saved = self.facts
+                saved, saved_ranges = self.facts, self.ranges
                 bound = self.len_of(end, scope)
                 if bound is not None:
                     self.facts = saved | {(src, bound)}
+                if saved_ranges is not None:
+                    self.ranges = saved_ranges.child()
+                    self.ranges.loop(src, start, end, self.resolver(scope))
                 self.block(body, inner, indent + 1)
-                self.facts = saved
+                self.facts, self.ranges = saved, saved_ranges
                 if self.target.flag_returns and any(isinstance(m, Return) for m in walk_nodes(body)):
                     self.emit(indent, "if _ret:")  # a Return inside: leave the enclosing loop too
                     self.emit(indent + 1, "break")

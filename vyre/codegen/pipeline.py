@@ -28,6 +28,7 @@ from typing import TypeVar, Any
 
 from ..errors import CodegenError
 from ..ir import Program
+from .bounds import prune_guards
 from .flat import is_tunable
 from .inline import inline_calls
 from .interleave import INTERLEAVE, Interleaved, interleave, print_interleaved, worth_interleaving
@@ -35,8 +36,8 @@ from .lockstep import Lockstep, needs_lockstep, print_lockstep, split_lockstep
 from .simplify import simplify
 
 __all__ = [
-    "LOWERINGS", "PIPELINE", "Lowering", "Pass", "interleaved_form", "lockstep_form", "lower", "lowering_named",
-    "pass_named", "trace",
+    "CPU_PASSES", "LOWERINGS", "PIPELINE", "Lowering", "Pass", "interleaved_form", "lockstep_form", "lower",
+    "lower_cpu", "lowering_named", "pass_named", "trace",
 ]
 
 
@@ -57,8 +58,17 @@ PIPELINE: tuple[Pass, ...] = (
 )
 
 
+#: Passes only the CPU emitter runs, after :data:`PIPELINE`. ``bounds`` is CPU-only because the
+#: CUDA emitters (and the CUDA C printer) drop per-access guards only under an enclosing ``If``
+#: they can read syntactically; removing a proven ``If`` would give them back their checks.
+CPU_PASSES: tuple[Pass, ...] = (
+    Pass("bounds", prune_guards, "drop If guards that the value-range prover (vyre/codegen/ranges.py) "
+         "shows always true; the CPU emitter asks the same prover per access"),
+)
+
+
 def pass_named(name: str) -> Pass:
-    return _named(PIPELINE, name, "pass")
+    return _named(PIPELINE + CPU_PASSES, name, "pass")
 
 
 def trace(program: Program) -> list[tuple[str, Program]]:
@@ -73,6 +83,14 @@ def trace(program: Program) -> list[tuple[str, Program]]:
 def lower(program: Program) -> Program:
     """``program`` after every pass of :data:`PIPELINE` (the emitters' input)."""
     for p in PIPELINE:
+        program = p.run(program)
+    return program
+
+
+def lower_cpu(program: Program) -> Program:
+    """:func:`lower`, then :data:`CPU_PASSES` (the CPU emitter's input)."""
+    program = lower(program)
+    for p in CPU_PASSES:
         program = p.run(program)
     return program
 

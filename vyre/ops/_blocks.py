@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 
 from ..ir import (
     U32, BinOpKind, BufferDecl, DataType, Expr, Node, UnOpKind, barrier, cast, if_, lane, let,
-    lid, select, store, subgroup_reduce, u32, unop, var, workgroup,
+    lid, loop, select, store, subgroup_reduce, u32, unop, var, workgroup,
 )
 from ..ir.expr import Var, lit
 
@@ -80,6 +81,22 @@ def tree(prefix: str, values: list[Expr], comb: Combine) -> tuple[list[Node], Ex
             nxt.append(names[-1])
         names, level = nxt, level + 1
     return nodes, var(names[0])
+
+
+def halving(lanes: BufferDecl, count: int, step: Callable[[Expr, Expr], Expr], prefix: str) -> list[Node]:
+    """Merge the ``count`` (a power of two) slots of ``lanes`` pairwise into slot 0: level by level,
+    slot ``k`` takes ``step(lanes[k], lanes[k + half])`` for ``half = count / 2, ..., 1`` (a loop per
+    level, which LLVM vectorises; a tree of ``log2(count)`` levels)."""
+    out: list[Node] = []
+    half = count // 2
+    while half >= 1:
+        k = var(f"{prefix}{half}")
+        a, b = var(f"{prefix}{half}_a"), var(f"{prefix}{half}_b")
+        out.append(loop(k.name, u32(0), u32(half), [
+            let(a.name, lanes[k]), let(b.name, lanes[k + u32(half)]), store(lanes, k, step(a, b)),
+        ]))
+        half //= 2
+    return out
 
 
 def subgroup_combine(prefix: str, value: Expr, comb: Combine, t: DataType) -> tuple[list[Node], Expr]:

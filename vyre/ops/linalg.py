@@ -22,10 +22,10 @@ from typing import Any
 
 from ..ir import (
     F64, BufferDecl, DataType, Expr, Node, Program, assign, buflen, cast, gid, if_, lane, let, lid, load, loop,
-    minimum, output, read, select, store, u32, var, wgid, workgroup,
+    maximum, minimum, output, read, select, store, u32, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import SUBGROUP, Combine, subgroup_combine, tree
+from ._blocks import SUBGROUP, Combine, halving, subgroup_combine, tree
 from ._runtime import OpsError, prepare
 
 __all__ = ["MATVEC_WG", "matvec", "matvec_grad", "matvec_program", "outer_program", "vecmat_program"]
@@ -36,8 +36,9 @@ MATVEC_WG = 256
 #: 1 row with 16 columns 35.0 us (re-using v across rows does not pay: v stays in L1 anyway)
 MATVEC_ROWS = 1
 GPU_UNROLL = 8
-#: CPU form: accumulators per row (lanes of one vectorised multiply-add) and elements per block
-CPU_LANES = 32
+#: CPU form: accumulators per row (lanes of one vectorised multiply-add; as vyre.ops.reduce) and
+#: elements per block
+CPU_LANES = 128
 CPU_BLOCK = 1 << 13
 #: CPU form: rows that share each step's load of ``v`` (1.4-2x over one row at a time; 8 rows measured
 #: another 10% at twice the compile time, 6 s cold)
@@ -78,47 +79,57 @@ def _matvec_cpu(t: DataType, a: DataType, bufs: list[BufferDecl]) -> Program:
     CPU_LANES accumulators in workgroup memory, ``lanes[k] += m[base + p + k] * vl[k]``: an
     elementwise loop, which LLVM vectorises (a loop-carried scalar sum stays scalar without
     fast-math; docs/ops.md). ``vl`` holds the step's ``v[p + k]``, loaded and widened once for the
-    group's rows (its index is proven in range by the lane loop, so those loops check ``m`` only).
-    A group's rows past the block's end read the block's last row and store nothing. The row's
-    last ``< CPU_LANES`` columns go one per lane, then each row's lanes merge pairwise."""
+    group's rows. A group's rows past the block's end read the block's last row and store nothing.
+    The row's last ``< CPU_LANES`` columns go one per lane, then each row's lanes merge pairwise.
+    Every index is proven in range (vyre/codegen/ranges.py), so no loop has a guard: rows read
+    ``m``'s row ``min(r, mlast)`` (``mlast``: the last row ``m`` holds) over ``min(cols, len(m))``
+    columns, in bounds whatever the lengths (rows ``m`` does not hold get another row's sum)."""
     lanes = [workgroup("lanes" if i == 0 else f"lanes{i}", CPU_LANES, a) for i in range(CPU_GROUP)]
     vl = workgroup("vl", CPU_LANES, a)
     cols, k, p, r = var("cols"), var("k"), var("p"), var("r")
     bases = [var(f"b{i}") for i in range(CPU_GROUP)]
 
-    def add(i: int, j: Expr, slot: Expr, w: Expr, tmp: str) -> Node:
-        return if_((bases[i] + j).lt(buflen("m")), [
-            let(tmp, cast(a, load("m", bases[i] + j)) * w),
-            store(lanes[i], slot, lanes[i][slot] + var(tmp)),
-        ])
+    def add(i: int, j: Expr, slot: Expr, w: Expr, tmp: str) -> list[Node]:
+        return [let(tmp, cast(a, load("m", bases[i] + j)) * w), store(lanes[i], slot, lanes[i][slot] + var(tmp))]
 
+    # every index below is proven in range by the range analysis (vyre/codegen/ranges.py): rows
+    # are capped at len(m) / cols and the block's share is written so that u32 arithmetic cannot
+    # wrap, so no lane loop has a guard (LLVM vectorises them cleanly)
     group: list[Node] = [
         let("r", var("lo") + var("gi") * u32(CPU_GROUP)),
-        *(let(f"b{i}", minimum(r + u32(i), var("hi") - u32(1)) * cols) for i in range(CPU_GROUP)),
-        # a lane loop runs to len(lanes), which proves lanes[k] (and vl[k]) in range
+        *(let(f"b{i}", minimum(minimum(r + u32(i), var("hi") - u32(1)), var("mlast")) * cols)
+          for i in range(CPU_GROUP)),
         loop("k", u32(0), buflen(vl), [store(ln, k, lit(0.0, a)) for ln in lanes]),
         loop("j", u32(0), var("steps"), [
             let("p", var("j") * u32(CPU_LANES)),
-            loop("k", u32(0), buflen(vl), [if_((p + k).lt(buflen("v")), [store(vl, k, cast(a, load("v", p + k)))])]),
-            *(loop("k", u32(0), buflen(lanes[i]), [add(i, p + k, k, vl[k], f"x{i}")]) for i in range(CPU_GROUP)),
+            loop("k", u32(0), buflen(vl), [store(vl, k, cast(a, load("v", p + k)))]),
+            *(loop("k", u32(0), buflen(lanes[i]), add(i, p + k, k, vl[k], f"x{i}")) for i in range(CPU_GROUP)),
         ]),
-        loop("q", var("t0"), cols, [if_(var("q").lt(buflen("v")), [
+        loop("q", var("t0"), var("ce"), [
             let("w", cast(a, load("v", var("q")))),
-            *(add(i, var("q"), var("q") - var("t0"), var("w"), f"y{i}") for i in range(CPU_GROUP)),
-        ])]),
+            *(x for i in range(CPU_GROUP) for x in add(i, var("q"), var("q") - var("t0"), var("w"), f"y{i}")),
+        ]),
     ]
     for i in range(CPU_GROUP):
-        nodes, total = tree(f"rm{i}", [lanes[i][u32(c)] for c in range(CPU_LANES)], Combine.ADD)
         ri = r + u32(i) if i else r
-        group += [*nodes, if_(ri.lt(var("hi")), [store("out", ri, cast(t, total))])]
+        group += [*halving(lanes[i], CPU_LANES, lambda x, y: x + y, f"rm{i}"),
+                  if_(ri.lt(var("hi")), [store("out", ri, cast(t, lanes[i][u32(0)]))])]
+    # rows read m's row min(r, mlast), mlast the last row m holds, over ce = min(cols, len(m))
+    # columns: every m index is then below len(m) whatever the lengths (for the lengths matvec
+    # passes, mlast >= every row and ce == cols); the order of these lets is the order the range
+    # prover substitutes in (latest first), which this proof needs
     body: list[Node] = [
         let("cols", buflen("v")),
+        let("ce", minimum(cols, buflen("m"))),
+        let("c1", maximum(cols, u32(1))),
+        let("mlast", maximum(buflen("m") / var("c1"), u32(1)) - u32(1)),
         let("per", u32(CPU_GROUP) * ((u32(CPU_BLOCK // CPU_GROUP) + cols) / (cols + u32(1)))),
         let("lo", minimum(wgid() * var("per"), buflen("out"))),
-        let("hi", minimum(var("lo") + var("per"), buflen("out"))),
-        let("steps", cols / u32(CPU_LANES)),
+        let("cnt", minimum(var("per"), buflen("out") - var("lo"))),
+        let("hi", var("lo") + var("cnt")),
+        let("steps", var("ce") / u32(CPU_LANES)),
         let("t0", var("steps") * u32(CPU_LANES)),
-        loop("gi", u32(0), (var("hi") - var("lo") + u32(CPU_GROUP - 1)) / u32(CPU_GROUP), group),
+        loop("gi", u32(0), (var("cnt") + u32(CPU_GROUP - 1)) / u32(CPU_GROUP), group),
     ]
     return Program.wrapped([*bufs, *lanes, vl], 1, body)
 

@@ -38,7 +38,7 @@ from ..ir import (
     unop, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import SUBGROUP, Combine, isnan, subgroup_combine, tree, workgroup_combine
+from ._blocks import SUBGROUP, Combine, halving, isnan, subgroup_combine, tree, workgroup_combine
 from ._runtime import Arr, Ctx, Kind, OpsError, gpu_workgroups_cap, prepare
 
 __all__ = [
@@ -48,8 +48,10 @@ __all__ = [
 
 GPU_WG = 256
 GPU_UNROLL = 8
-#: CPU form: accumulators per block (lanes of one vectorised add)
-CPU_LANES = 32
+#: CPU form: accumulators per block (lanes of one vectorised add). 128 measured fastest on one core in
+#: cache (BENCHMARKS.md): 32 lanes is a loop LLVM unrolls fully, and without the SLP vectoriser
+#: (numba leaves it off) the unrolled adds stay scalar; 64-256 run 7-9 G elements/s for f32
+CPU_LANES = 128
 #: CPU forms (full_program, argmax_program): elements per block at most (one workgroup; blocks run
 #: in parallel). Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a
 #: little overhead.
@@ -172,18 +174,14 @@ def _lane_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out:
     n, g, k, p = var("n"), var("g"), var("k"), var("p")
 
     def into(i: Expr, slot: Expr, tmp: str) -> list[Node]:
-        cond = _all([i.lt(buflen(name)) for name in names])
-        return [if_(cond, [let(tmp, kind.term(a, i)), store(lanes, slot, comb.step(lanes[slot], var(tmp)))])]
+        return [let(tmp, kind.term(a, i)), store(lanes, slot, comb.step(lanes[slot], var(tmp)))]
 
     body: list[Node] = [
-        let("n", buflen("x")),
+        *_block_bounds(names, buflen(out)),
         let("g", wgid()),
         loop("k", u32(0), buflen(lanes), [store(lanes, k, comb.identity(a))]),
-        let("bl", (n + buflen(out) - u32(1)) / buflen(out)),
-        let("lo", minimum(g * var("bl"), n)),
-        let("hi", minimum(var("lo") + var("bl"), n)),
-        let("m", (var("hi") - var("lo")) / u32(CPU_LANES)),
-        # the lane loop runs to len(lanes), which proves lanes[k] in range (no guard to emit)
+        # every index below is proven in range by the range analysis (vyre/codegen/ranges.py:
+        # p + k < lo + 32 m <= lo + len <= n), so the lane loop has no guard and vectorises cleanly
         loop("j", u32(0), var("m"), [
             let("p", var("lo") + var("j") * u32(CPU_LANES)),
             loop("k", u32(0), buflen(lanes), into(p + k, k, "v")),
@@ -191,11 +189,27 @@ def _lane_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out:
         let("t0", var("lo") + var("m") * u32(CPU_LANES)),
         loop("q", var("t0"), var("hi"), into(var("q"), var("q") - var("t0"), "w")),
     ]
-    # max/min read their operands twice: every level of the merge is bound to a local
-    nodes, total = tree("r", [lanes[u32(i)] for i in range(CPU_LANES)], comb)
-    body += nodes
-    body.append(if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(total, post, a, n)))]))
+    body += halving(lanes, CPU_LANES, comb.step, "r")
+    body.append(if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(lanes[u32(0)], post, a, n)))]))
     return Program.wrapped(bufs, 1, body)
+
+
+def _block_bounds(names: list[str], parts: Expr) -> list[Node]:
+    """``n`` (the shortest input's length), and block ``wgid()``'s share ``[lo, hi)`` of it, ``len
+    = hi - lo`` elements in ``m`` full steps of CPU_LANES: written so that u32 arithmetic provably
+    never wraps (``hi = lo + min(bl, n - lo)``, not ``min(lo + bl, n)``, which wraps when
+    ``bl`` is huge), which is what lets the range analysis prove every access in range."""
+    n: Expr = buflen(names[0])
+    for name in names[1:]:
+        n = minimum(n, buflen(name))
+    return [
+        let("n", n),
+        let("bl", (var("n") + parts - u32(1)) / parts),
+        let("lo", minimum(wgid() * var("bl"), var("n"))),
+        let("len", minimum(var("bl"), var("n") - var("lo"))),
+        let("hi", var("lo") + var("len")),
+        let("m", var("len") / u32(CPU_LANES)),
+    ]
 
 
 def _step(name: str, comb: Combine, x: Expr, tmp: str) -> list[Node]:
@@ -290,22 +304,23 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
     """The CPU form of :func:`argmax_program`, one invocation per workgroup and a block per
     workgroup, in two lane-array loops (elementwise, so LLVM vectorises them, as in
     :func:`_lane_program`): the block's maximum (NaN-propagating), then per lane the lowest index
-    holding it; the lanes then merge pairwise (max) and by the smallest index (min)."""
+    holding it; the lanes then merge pairwise (max) and by the smallest index (min). Every index is
+    proven in range (vyre/codegen/ranges.py), so neither loop has a guard."""
     lm, li = workgroup("lanes_m", CPU_LANES, t), workgroup("lanes_i", CPU_LANES, U32)
     val, idx = bufs[-2], bufs[-1]
     bufs = [*bufs, lm, li]
-    n, g, k, m = var("n"), var("g"), var("k"), var("m")
+    g, k, m = var("g"), var("k"), var("mx")
 
     def blocked(prefix: str, visit: Any) -> list[Node]:
         """``visit(i, slot, tmp)`` for every element ``i`` of the block, ``slot`` its lane."""
         p = var(f"{prefix}_p")
         return [
-            loop(f"{prefix}_j", u32(0), var("steps"), [
+            loop(f"{prefix}_j", u32(0), var("m"), [
                 let(f"{prefix}_p", var("lo") + var(f"{prefix}_j") * u32(CPU_LANES)),
-                loop("k", u32(0), buflen(lm), [if_((p + k).lt(n), visit(p + k, k, f"{prefix}_v"))]),
+                loop("k", u32(0), buflen(lm), visit(p + k, k, f"{prefix}_v")),
             ]),
-            loop(f"{prefix}_q", var("t0"), var("hi"), [if_(var(f"{prefix}_q").lt(n), visit(
-                var(f"{prefix}_q"), var(f"{prefix}_q") - var("t0"), f"{prefix}_w"))]),
+            loop(f"{prefix}_q", var("t0"), var("hi"), visit(
+                var(f"{prefix}_q"), var(f"{prefix}_q") - var("t0"), f"{prefix}_w")),
         ]
 
     def max_step(i: Expr, slot: Expr, tmp: str) -> list[Node]:
@@ -318,27 +333,17 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
                 store(li, slot, select(hit.and_(gi.lt(li[slot])), gi, li[slot]))]
 
     body: list[Node] = [
-        let("n", buflen("x")),
+        *_block_bounds(["x", "xi"] if indexed else ["x"], buflen(val)),
         let("g", wgid()),
+        let("t0", var("lo") + var("m") * u32(CPU_LANES)),
         loop("k", u32(0), buflen(lm), [store(lm, k, lit(-math.inf, t)), store(li, k, u32(_NONE))]),
-        let("bl", (n + buflen(val) - u32(1)) / buflen(val)),
-        let("lo", minimum(g * var("bl"), n)),
-        let("hi", minimum(var("lo") + var("bl"), n)),
-        let("steps", (var("hi") - var("lo")) / u32(CPU_LANES)),
-        let("t0", var("lo") + var("steps") * u32(CPU_LANES)),
         *blocked("a", max_step),
+        *halving(lm, CPU_LANES, Combine.MAX.step, "am"),
     ]
-    nodes, best = tree("am", [lm[u32(i)] for i in range(CPU_LANES)], Combine.MAX)
-    body += [*nodes, let("m", best), *blocked("b", index_step)]
+    body += [let("mx", lm[u32(0)]), *blocked("b", index_step)]
     # the lowest index among the lanes (each holds its own lowest hit, or _NONE)
-    names = [f"ai_{i}" for i in range(CPU_LANES)]
-    body += [let(nm, li[u32(i)]) for i, nm in enumerate(names)]
-    level = 0
-    while len(names) > 1:
-        nxt = [f"ai_l{level}_{j}" for j in range(len(names) // 2)]
-        body += [let(nx, minimum(var(names[2 * j]), var(names[2 * j + 1]))) for j, nx in enumerate(nxt)]
-        names, level = nxt + ([names[-1]] if len(names) % 2 else []), level + 1
-    body.append(if_(g.lt(buflen(val)), [store(val, g, m), store(idx, g, var(names[0]))]))
+    body += halving(li, CPU_LANES, minimum, "ai")
+    body.append(if_(g.lt(buflen(val)), [store(val, g, var("mx")), store(idx, g, li[u32(0)])]))
     return Program.wrapped(bufs, 1, body)
 
 
