@@ -128,7 +128,7 @@ class InterleavedPrinter:
         for k in range(self.k):
             self._set(k)
             i = em.expr(index, scopes[k])
-            proven = em.in_bounds(i, index, d, scopes[k])
+            proven = em.in_bounds(i, index, d)
             if not isinstance(index, (Var, LitU32, InvocationId)):
                 tmp = em.fresh("_i")
                 em.emit(indent, f"{tmp} = {i}")

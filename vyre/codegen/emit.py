@@ -179,7 +179,9 @@ class Emitter:
     def decl(self, name: str) -> BufferDecl:
         return self.program.buffer(name)
 
-    def in_bounds(self, idx_src: str, idx: Expr, buf: BufferDecl, scope: dict[str, Binding]) -> bool:
+    def in_bounds(self, idx_src: str, idx: Expr, buf: BufferDecl, scope: dict[str, Binding] | None = None) -> bool:
+        """Is ``idx`` (whose source is ``idx_src``) provably below ``len(buf)`` here? The range
+        prover is asked only with the ``scope`` the index is read in (and only on the CPU)."""
         if (idx_src, buf.name) in self.facts:
             return True
         limit = buf.count if buf.count > 0 else None
@@ -187,7 +189,8 @@ class Emitter:
             return True
         if buf.is_workgroup and isinstance(idx, LocalId):
             return self.program.workgroup_size[idx.axis] <= buf.count
-        return self.ranges is not None and self.ranges.proves_lt(idx, BufLen(buf.name), self.resolver(scope))
+        return (self.ranges is not None and scope is not None
+                and self.ranges.proves_lt(idx, BufLen(buf.name), self.resolver(scope)))
 
     def resolver(self, scope: dict[str, Binding]) -> Resolve:
         """Names of ``scope`` as the range prover knows them (a binding's source is unique)."""
