@@ -86,9 +86,11 @@ def test_a_first_dispatch_the_tuner_could_not_change_does_not_import_it(tmp_path
 
 # Modules a cache hit must not import: the lowering passes and emitters (no source is generated),
 # the wire decoder (fingerprinting only encodes), the printer, the tuner (off, nothing on disk).
+# (vyre.codegen.cuda also stands for cuda_c, the NVRTC route's printer; vyre.driver.nvrtc would load
+# NVRTC itself)
 LOWERING = ("vyre.codegen.interleave", "vyre.codegen.simplify", "vyre.codegen.pipeline", "vyre.codegen.cuda",
-            "vyre.codegen.cpu", "vyre.codegen.inline", "vyre.codegen.flat", "vyre.ir.wire_decode", "vyre.ir.printer",
-            "vyre.tuning")
+            "vyre.codegen.cpu", "vyre.codegen.inline", "vyre.codegen.flat", "vyre.codegen.bounds",
+            "vyre.ir.wire_decode", "vyre.ir.printer", "vyre.driver.nvrtc", "vyre.tuning")
 
 
 def _doubled() -> object:
