@@ -214,7 +214,7 @@ def test_a_gpu_partial_is_copied_behind_its_own_kernel(monkeypatch: pytest.Monke
     value = np.array(1.25, np.float64)
     device = types.SimpleNamespace(nbytes=value.nbytes, dtype=value.dtype, size=1, shape=(),
                                    data=types.SimpleNamespace(ptr=value.ctypes.data))
-    pending = vyre.dask._Pending(device)
+    pending = vyre.dask_gpus.PendingPartial(device)
     assert fake.state["log"] == [("copy", 0, value.nbytes), ("record", 0)]  # queued at once, copy first
     value[...] = 0  # the "device" memory changes after the copy was queued (and ran): not seen
     got = vyre.dask._host(pending)

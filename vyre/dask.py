@@ -38,7 +38,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("vyre.dask needs Dask. Fix: pip install 'vyre[dask]' (or dask[array])") from e
 
-from .dask_gpus import on_gpus  # after the check that Dask is there
+from .dask_gpus import PendingPartial, on_gpus  # after the check that Dask is there
 from .dask_graph import Task, TaskRef, vyre_array
 
 __all__ = ["map_blocks", "map_overlap", "on_gpus", "reduce", "value_and_grad"]
@@ -394,8 +394,8 @@ _REDUCTIONS = ("sum", "max", "min")
 
 def _partial(op: str, backend: str | None, chunk: Any) -> Any:
     """One chunk's partial result, computed by a ``vyre.ops`` kernel over the whole chunk: a host
-    scalar for NumPy chunks; for a CuPy chunk a :class:`_Pending` copy of the 0-d result on the
-    chunk's own GPU (the task does not wait: :func:`_finish` does, where the value is needed)."""
+    scalar for NumPy chunks; for a CuPy chunk a :class:`~vyre.dask_gpus.PendingPartial`, the 0-d
+    result on its GPU on its way to the host (the task does not wait: :func:`_finish` does)."""
     from . import ops
 
     fn = getattr(ops, op)
@@ -404,39 +404,9 @@ def _partial(op: str, backend: str | None, chunk: Any) -> Any:
 
         with cupy.cuda.Device(chunk.device.id):
             r = fn(_contiguous(chunk).reshape(-1), backend=backend)
-            return _Pending(r) if isinstance(r, cupy.ndarray) else r
+            return PendingPartial(r) if isinstance(r, cupy.ndarray) else r
     r = fn(_contiguous(chunk).reshape(-1), backend=backend)
     return np.asarray(r.get() if hasattr(r, "get") else r)
-
-
-class _Pending:
-    """A chunk's partial on its GPU, its copy to (pinned) host memory queued right behind it, and
-    an event behind the copy; all on the legacy default stream, where ``vyre.ops`` launched the
-    partial's kernel (so in order after it). Made inside the partial's device context.
-
-    Why not ``partial.get()`` in the final task: that copy goes to the back of the GPU's queue, so
-    it waits for everything the other tasks queued on that GPU since (later passes' kernels), and
-    keeps a scheduler thread from launching more work meanwhile. The event waits for this chunk's
-    own work alone. The value is the same bytes either way."""
-
-    __slots__ = ("_device_value", "done", "host")
-
-    def __init__(self, partial: Any) -> None:
-        import cupy
-
-        self._device_value = partial  # kept alive until the copy ran (its memory is not reused sooner)
-        mem = cupy.cuda.alloc_pinned_memory(max(1, partial.nbytes))
-        self.host = np.frombuffer(mem, partial.dtype, partial.size).reshape(partial.shape)
-        rt = cupy.cuda.runtime
-        rt.memcpyAsync(self.host.ctypes.data, partial.data.ptr, partial.nbytes, rt.memcpyDeviceToHost, 0)
-        self.done = cupy.cuda.Event(disable_timing=True)
-        self.done.record(cupy.cuda.Stream.null)
-
-    def value(self) -> np.ndarray:
-        """The partial on the host, once its copy has run (waits with the GIL released)."""
-        self.done.synchronize()
-        self._device_value = None
-        return np.array(self.host, copy=True)
 
 
 class _Parts:
@@ -472,7 +442,7 @@ def _gather_block(parts: np.ndarray, axis: Any = None, keepdims: bool = False, *
 def _host(partial: Any) -> np.ndarray:
     if isinstance(partial, np.ndarray):
         return partial
-    if isinstance(partial, _Pending):
+    if isinstance(partial, PendingPartial):
         return partial.value()
     import cupy
 
@@ -498,14 +468,16 @@ def reduce(op: str, x: Any, *, backend: str | None = None, split_every: int | No
     combined in f64, so a sum's error is vyre.ops' per-chunk bound plus one final rounding; max
     and min follow vyre.ops' NaN rule (a NaN anywhere gives NaN).
 
-    A CuPy chunk's partial stays on its GPU until the final task copies it to the host: the tree's
+    A CuPy chunk's partial is copied to pinned host memory behind its own kernel, and only the
+    final task waits for those copies (:class:`~vyre.dask_gpus.PendingPartial`): the tree's
     other tasks pass partials along without waiting, so every chunk's kernels can be queued on
     every GPU at once.
 
     When ``x`` is the very array :func:`map_blocks` returned, each chunk is one plain task that
     runs the program and then the partial (:func:`_fused_reduce`): the same values, less host
-    time per chunk and per compute than Dask's fusion of the two steps. ``split_every`` defaults
-    to Dask's (4 per task) on the general path and to 32 on this one."""
+    time per chunk and per compute than Dask's fusion of the two steps. The result is then a
+    :class:`vyre.dask_graph.VyreArray`, whose graph Dask only culls before each compute.
+    ``split_every`` defaults to Dask's (4 per task) on the general path and to 32 on this one."""
     if op not in _REDUCTIONS:
         raise DispatchError(f"unknown reduction {op!r}. Fix: use one of {list(_REDUCTIONS)}")
     if not _is_dask(x):

@@ -1,6 +1,7 @@
 """Chunks of a dask array laid out over the GPUs of one process (:func:`on_gpus`), for
-``vyre.dask`` on the threaded scheduler. docs/scale_out.md says why the layout decides whether
-several GPUs run side by side."""
+``vyre.dask`` on the threaded scheduler; a chunk's reduction partial on its way to the host
+(:class:`PendingPartial`). docs/scale_out.md says why the layout decides whether several GPUs
+run side by side."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from .errors import DispatchError
 
-__all__ = ["on_gpus"]
+__all__ = ["PendingPartial", "on_gpus"]
 
 
 def _device_count() -> int:
@@ -78,3 +79,33 @@ def on_gpus(x: Any, devices: Sequence[int] | None = None) -> Any:
                            meta=cupy.empty((0,) * x.ndim, x.dtype))
     (out,) = dask.persist(placed, scheduler="threads")
     return out
+
+
+class PendingPartial:
+    """A chunk's partial on its GPU, its copy to (pinned) host memory queued right behind it, and
+    an event behind the copy; all on the legacy default stream, where ``vyre.ops`` launched the
+    partial's kernel (so in order after it). Made inside the partial's device context.
+
+    Why not ``partial.get()`` in the final task: that copy goes to the back of the GPU's queue, so
+    it waits for everything the other tasks queued on that GPU since (later passes' kernels), and
+    keeps a scheduler thread from launching more work meanwhile. The event waits for this chunk's
+    own work alone. The value is the same bytes either way."""
+
+    __slots__ = ("_device_value", "done", "host")
+
+    def __init__(self, partial: Any) -> None:
+        import cupy
+
+        self._device_value = partial  # kept alive until the copy ran (its memory is not reused sooner)
+        mem = cupy.cuda.alloc_pinned_memory(max(1, partial.nbytes))
+        self.host = np.frombuffer(mem, partial.dtype, partial.size).reshape(partial.shape)
+        rt = cupy.cuda.runtime
+        rt.memcpyAsync(self.host.ctypes.data, partial.data.ptr, partial.nbytes, rt.memcpyDeviceToHost, 0)
+        self.done = cupy.cuda.Event(disable_timing=True)
+        self.done.record(cupy.cuda.Stream.null)
+
+    def value(self) -> np.ndarray:
+        """The partial on the host, once its copy has run (waits with the GIL released)."""
+        self.done.synchronize()
+        self._device_value = None
+        return np.array(self.host, copy=True)
