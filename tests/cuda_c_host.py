@@ -143,8 +143,9 @@ def _unit(i: int, program: Program) -> tuple[str, bool]:
     src = src.replace('asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));', "r = vy_lin() & 31u;")
     src = src.replace('asm volatile("mov.u32 %0, %%lanemask_lt;" : "=r"(r));', "r = (1u << (vy_lin() & 31u)) - 1u;")
     src = src.replace("asm(", "VY_ASM(")
-    src = re.sub(r"__shared__ (.+?) (\w+)\[(\d+)\];", lambda m: f"{m[1]}* {m[2]} = vy_wg_buf<{m[1]}, {m[3]}, {i}>();",
-                 src)
+    decls = iter(range(1 << 20))  # one array per declaration: the template's id is unique in the library
+    src = re.sub(r"__shared__ (.+?) (\w+)\[(\d+)\];",
+                 lambda m: f"{m[1]}* {m[2]} = vy_wg_buf<{m[1]}, {m[3]}, {1000 * i + next(decls)}>();", src)
     storage = [b for b in program.buffers if not b.is_workgroup]
     args: list[str] = []
     for j, b in enumerate(storage):

@@ -66,20 +66,20 @@ def test_every_generated_and_saved_kernel_compiles_through_nvrtc() -> None:
     assert problems == []
 
 
-def _ops_programs(monkeypatch: pytest.MonkeyPatch) -> list[Program]:
-    """The GPU-form programs of the vyre.ops functions (run on the interpreter, recorded)."""
+def _ops_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Program, dict[str, np.ndarray], int]]:
+    """The GPU-form programs of the vyre.ops functions, each with the inputs and grid of one of its
+    passes (run on the interpreter, recorded before the pass ran)."""
     import vyre.ops as vo
-    from vyre.driver import dispatch
     from vyre.ops import _runtime
 
-    seen: dict[bytes, Program] = {}
-    real = dispatch.compile
+    seen: dict[bytes, tuple[Program, dict[str, np.ndarray], int]] = {}
+    real = _runtime.dispatch
 
-    def record(program: Program, backend: str | None = None, **kw: Any) -> Any:
-        seen.setdefault(program.fingerprint(), program)
-        return real(program, backend, **kw)
+    def record(program: Program, arrays: Any, *, backend: str, grid: int) -> Any:
+        seen.setdefault(program.fingerprint(), (program, {k: np.array(v) for k, v in arrays.items()}, grid))
+        return real(program, arrays, backend=backend, grid=grid)
 
-    monkeypatch.setattr(dispatch, "compile", record)
+    monkeypatch.setattr(_runtime, "dispatch", record)
     init = _runtime.Ctx.__init__
 
     def gpu_form(self: Any, *a: Any) -> None:  # the GPU-form programs, run on the interpreter
@@ -99,6 +99,25 @@ def _ops_programs(monkeypatch: pytest.MonkeyPatch) -> list[Program]:
     return list(seen.values())
 
 
+@pytest.mark.skipif(__import__("shutil").which("g++") is None and __import__("shutil").which("clang++") is None,
+                    reason="needs a host C++ compiler")
+def test_ops_programs_printed_as_cxx_agree_with_the_interpreter_on_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every GPU-form pass of vyre.ops (subgroup reductions, workgroup memory, barriers, atomics),
+    printed as C++ and run on the host shim (tests/cuda_c_host.py), against the interpreter."""
+    from tests.cuda_c_host import HostKernels
+    from tests.parity import differences
+    from vyre.driver.dispatch import compile as vcompile
+
+    runs = _ops_runs(monkeypatch)
+    assert len(runs) >= 6
+    kernels = HostKernels([p for p, _, _ in runs])
+    problems = []
+    for i, (prog, arrays, grid) in enumerate(runs):
+        ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
+        problems += [f"ops_{i}: {d}" for d in differences(kernels.run(i, arrays, grid), ref, exact=False)]
+    assert problems == []
+
+
 @needs_nvrtc
 def test_ops_and_gradient_programs_compile_through_nvrtc(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.autodiff_classes import carried_loops, guarded_singular, initial_reads, sync_programs
@@ -108,7 +127,7 @@ def test_ops_and_gradient_programs_compile_through_nvrtc(monkeypatch: pytest.Mon
     from vyre.autodiff import grad
     from vyre.examples import EXAMPLES
 
-    progs = [(f"ops_{i}", p) for i, p in enumerate(_ops_programs(monkeypatch))]
+    progs = [(f"ops_{i}", p) for i, (p, _, _) in enumerate(_ops_runs(monkeypatch))]
     assert len(progs) >= 6
     def backward(p: Program) -> Program:
         outs = [b.name for b in p.buffers if b.access.writable and not b.is_workgroup and b.element.is_float]
@@ -151,6 +170,61 @@ def test_the_c_tables_cover_every_op() -> None:
 
     assert set(C_BINOP) == set(BinOpKind) and set(C_UNOP) == set(UnOpKind)
     assert set(cuda_c._ATOMIC_FN) == set(AtomicOp)
+
+
+def _grad_runs() -> list[tuple[Program, dict[str, np.ndarray], tuple[int, int, int] | None]]:
+    """Backward programs of the autodiff test classes (tests/autodiff_classes.py: carried loops,
+    initial reads, guarded singular values, workgroup-synchronised stages) with their inputs: the
+    case's forward inputs, a cotangent of ones, zero-filled gradients and flags."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.autodiff_classes import carried_loops, guarded_singular, initial_reads, sync_programs
+    from vyre.autodiff import grad
+
+    gathered: list[Any] = []
+
+    @settings(max_examples=24, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.one_of(carried_loops(), initial_reads(), guarded_singular(), sync_programs()))
+    def collect(case: Any) -> None:
+        gathered.append(case)
+
+    collect()
+    out: list[tuple[Program, dict[str, np.ndarray], tuple[int, int, int] | None]] = []
+    for case in gathered:
+        p = case.program
+        outs = [b.name for b in p.buffers if b.access.writable and not b.is_workgroup and b.element.is_float]
+        ins = [b.name for b in p.buffers if not b.access.writable and b.element.is_float]
+        g = grad(p, outs, ins)
+        arrays = {k: np.array(v) for k, v in case.inputs.items()}
+        for b in g.buffers:
+            if b.is_workgroup or b.name in arrays:
+                continue
+            base = b.name.split("_", 1)[1] if b.name.startswith(("grad_", "stored_")) else b.name
+            n = b.count if b.count > 0 else len(arrays.get(base, np.zeros(1)))
+            fill = 1 if b.name.startswith("grad_") and base in outs else 0
+            arrays[b.name] = np.full(n, fill, b.element.np_dtype)
+        # the forward's grid, as the runners dispatch a backward (tests/autodiff_classes.py directional_check)
+        grid = (max(1, case.inputs["x"].size // p.workgroup_size[0]), 1, 1) if hasattr(case, "stages") else None
+        out.append((g, arrays, grid))
+    return out
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None and __import__("shutil").which("clang++") is None,
+                    reason="needs a host C++ compiler")
+def test_gradient_programs_printed_as_cxx_agree_with_the_interpreter_on_the_host() -> None:
+    from tests.cuda_c_host import HostKernels
+    from tests.parity import differences
+    from vyre.driver.dispatch import compile as vcompile
+
+    runs = _grad_runs()
+    kernels = HostKernels([p for p, _, _ in runs])
+    problems = []
+    for i, (prog, arrays, grid) in enumerate(runs):
+        ref = vcompile(prog, "interp")({k: v.copy() for k, v in arrays.items()}, grid=grid)
+        problems += [f"grad_{i}: {d}" for d in differences(kernels.run(i, arrays, grid), ref, exact=False)]
+    assert problems == []
 
 
 # -- routes and keys -----------------------------------------------------------------------------------
