@@ -264,26 +264,38 @@ def test_graph_names_never_hash_device_buffers() -> None:
 
 
 def test_a_program_is_validated_and_encoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
+    """map_blocks validates and encodes a Program object once (graphs built every iteration), an
+    equal new object again, an invalid one on every call; the memo is bounded."""
+    seen: list[Program] = []
     validate = Program.validate
 
     def counted(self):  # type: ignore[no-untyped-def]
-        calls.append(1)
+        seen.append(self)
         return validate(self)
+
+    def times(q: Program) -> int:  # validations of this very object (dispatch validates its own copies)
+        return sum(v is q for v in seen)
 
     monkeypatch.setattr(Program, "validate", counted)
     p = _chain()
     x = da.from_array(np.linspace(0, 1, 50, dtype=np.float32), chunks=20)
     outs = [vyre.dask.map_blocks(p, {"x": x, "y": x}, "out", backend="cpu", name=f"once-{j}") for j in range(3)]
-    assert calls == [1]
+    assert times(p) == 1
     assert len({o.compute().tobytes() for o in outs}) == 1
-    vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu")  # an equal but new object
-    assert calls == [1, 1]
+    q = _chain()  # an equal but new object
+    vyre.dask.map_blocks(q, {"x": x, "y": x}, "out", backend="cpu")
+    assert times(q) == 1 and times(p) == 1
+    for _ in range(64):  # the memo is bounded: the oldest entries go
+        vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu")
+    assert len(vyre.dask._WIRES) <= 64
+    vyre.dask.map_blocks(p, {"x": x, "y": x}, "out", backend="cpu")
+    assert times(p) == 2  # forgotten, so validated again
     bad = Program.wrapped([read("x", 0, F32), output("out", 1, F32)], 64, [store(output("out", 1, F32), var("i"),
                                                                                 read("x", 0, F32)[var("i")])])
     for _ in range(2):  # an invalid program is refused on every call, never remembered
         with pytest.raises(ValidationError, match="V008"):
             vyre.dask.map_blocks(bad, {"x": x}, "out", backend="cpu")
+    assert times(bad) == 2
 
 
 # ---- on_gpus: round robin, literal chunks, every GPU fed from the first tasks on

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -54,6 +55,7 @@ def _program_of(program: Any) -> Program:
 
 
 _WIRES: dict[int, tuple[Program, bytes]] = {}
+_WIRES_LOCK = threading.Lock()  # graphs may be built from several threads
 
 
 def _wire_of(p: Program) -> bytes:
@@ -65,9 +67,10 @@ def _wire_of(p: Program) -> bytes:
         return hit[1]
     p.validate()
     wire = to_wire(p)
-    if len(_WIRES) >= 64:
-        _WIRES.pop(next(iter(_WIRES)), None)
-    _WIRES[id(p)] = (p, wire)
+    with _WIRES_LOCK:
+        if len(_WIRES) >= 64:
+            _WIRES.pop(next(iter(_WIRES)))
+        _WIRES[id(p)] = (p, wire)
     return wire
 
 
