@@ -253,6 +253,28 @@ def test_route_choice_and_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
         assert cuda_route.compile_route("9.0")[0] == "numba"
 
 
+def test_no_pathfinder_or_no_library_means_no_nvrtc_with_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VYRE_CUDA_COMPILER", raising=False)
+    nvrtc.find.cache_clear()
+    try:
+        monkeypatch.setitem(sys.modules, "cuda.pathfinder", None)  # not installed
+        assert nvrtc.find() is None
+        assert "cuda-pathfinder is not installed" in (nvrtc.unavailable() or "")
+        assert cuda_route.compile_route("9.0")[0] == "numba"
+        monkeypatch.delitem(sys.modules, "cuda.pathfinder")
+        nvrtc.find.cache_clear()
+        import cuda.pathfinder as pf
+
+        def missing(name: str) -> object:
+            raise pf.DynamicLibNotFoundError(f"{name}: not found anywhere")
+
+        monkeypatch.setattr(pf, "load_nvidia_dynamic_lib", missing)
+        assert nvrtc.find() is None
+        assert "libnvrtc could not be loaded (DynamicLibNotFoundError: nvrtc: not found" in (nvrtc.unavailable() or "")
+    finally:
+        nvrtc.find.cache_clear()
+
+
 @needs_nvrtc
 def test_an_architecture_or_driver_nvrtc_does_not_serve_goes_to_numba(monkeypatch: pytest.MonkeyPatch) -> None:
     import types

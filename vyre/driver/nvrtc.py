@@ -47,7 +47,7 @@ _why_not: list[str] = []
 def find() -> Nvrtc | None:
     """The NVRTC library, loaded once; None when there is none usable (:func:`unavailable` says why)."""
     try:
-        from cuda import pathfinder
+        import cuda.pathfinder as pathfinder
     except ImportError:
         _why_not.append("cuda-pathfinder is not installed (pip install cuda-pathfinder)")
         return None
