@@ -163,6 +163,42 @@ def test_the_printed_cxx_agrees_with_the_interpreter_when_run_on_the_host() -> N
     assert problems == []
 
 
+#: names that are C++ keywords, CUDA built-ins, or the printer's own helpers and locals
+C_COLLIDING = ["int", "float", "return", "class", "template", "asm", "threadIdx", "__syncthreads", "vy_ld",
+               "vyre_kernel", "_ret", "_gid0_0", "n0_x", "atomicAdd", "unsigned", "main", "NULL", "vy_invocation",
+               "_q", "_c6", "_v10", "b0_x_meminfo", "bool", "long", "do", "while", "goto", "extern"]
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None and __import__("shutil").which("clang++") is None,
+                    reason="needs a host C++ compiler")
+def test_names_colliding_with_cxx_compile_through_nvrtc_and_run_like_the_interpreter() -> None:
+    """tests/test_codegen_security.py's programs (every kernel form) with every user name replaced by
+    a C++ keyword, CUDA built-in or printer-internal name: NVRTC compiles them, and on the host
+    shim they compute what the interpreter does (user names only reach the C++ inside mangled ones)."""
+    from tests.cuda_c_host import HostKernels
+    from tests.test_codegen_security import FORMS, _inputs
+
+    progs, inputs = [], []
+    for form, build in sorted(FORMS.items()):
+        mapping: dict[str, str] = {}
+
+        def rename(name: str, mapping: dict[str, str] = mapping) -> str:
+            return mapping.setdefault(name, C_COLLIDING[len(mapping)])  # each name its own
+
+        prog = build(rename).validate()
+        progs.append((prog, mapping))
+        inputs.append({mapping[k]: v for k, v in _inputs(form).items()})
+        assert _ptx(prog)
+    kernels = HostKernels([p for p, _ in progs])
+    import vyre
+
+    for i, ((prog, mapping), arrays) in enumerate(zip(progs, inputs, strict=True)):
+        want = vyre.compile(prog, "interp")({k: v.copy() for k, v in arrays.items()})
+        got = kernels.run(i, arrays)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=f"{k} ({mapping})")
+
+
 def test_the_c_tables_cover_every_op() -> None:
     from vyre.codegen import cuda_c
     from vyre.codegen.c_ops import C_BINOP, C_UNOP

@@ -6,7 +6,8 @@ Two routes make the same kernel (the same ABI, the same results):
   CUDA C++ (vyre/codegen/cuda_c.py), compiled by NVRTC straight to a cubin for the device's
   compute capability, loaded by the driver (vyre/driver/cuda_binary.py ``CubinKernel``) and saved
   in the binary cache at once. numba is never imported: a cold first dispatch costs the C printing
-  and NVRTC's compile (~0.1 s) instead of importing numba and its compile (~1.5 s on an H100).
+  and NVRTC's compile (0.17 s in all with the CUDA context made first, on an H100) instead of
+  importing numba and its compile (2.2 s; BENCHMARKS.md, run N2).
 * ``numba``: the numba-cuda kernel (vyre/codegen/cuda.py), whose cubin is saved after its first
   launch. Taken when ``VYRE_CUDA_COMPILER=numba``, when NVRTC is missing or cannot compile for the
   device's architecture (:func:`nvrtc_unusable` names the reason), and always by the simulator.
