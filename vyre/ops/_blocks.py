@@ -83,16 +83,20 @@ def tree(prefix: str, values: list[Expr], comb: Combine) -> tuple[list[Node], Ex
     return nodes, var(names[0])
 
 
-def halving(lanes: BufferDecl, count: int, step: Callable[[Expr, Expr], Expr], prefix: str) -> list[Node]:
+def halving(lanes: BufferDecl, count: int, step: Callable[[Expr, Expr], Expr], prefix: str, base: int = 0
+            ) -> list[Node]:
     """Merge the ``count`` (a power of two) slots of ``lanes`` pairwise into slot 0: level by level,
     slot ``k`` takes ``step(lanes[k], lanes[k + half])`` for ``half = count / 2, ..., 1`` (a loop per
-    level, which LLVM vectorises; a tree of ``log2(count)`` levels)."""
+    level, which LLVM vectorises; a tree of ``log2(count)`` levels). ``base``: the slots start there."""
     out: list[Node] = []
     half = count // 2
     while half >= 1:
-        k = var(f"{prefix}{half}")
+        k: Expr = var(f"{prefix}{half}")
         a, b = var(f"{prefix}{half}_a"), var(f"{prefix}{half}_b")
-        out.append(loop(k.name, u32(0), u32(half), [
+        name = f"{prefix}{half}"
+        if base:
+            k = k + u32(base)
+        out.append(loop(name, u32(0), u32(half), [
             let(a.name, lanes[k]), let(b.name, lanes[k + u32(half)]), store(lanes, k, step(a, b)),
         ]))
         half //= 2

@@ -5,8 +5,7 @@
   ``GPU_UNROLL`` columns each per step, all the step's loads first under one in-range check,
   accumulate (in f64 for f32), and one subgroup reduce per row gives it; lane 0 stores it.
   CPU form: a block of rows per workgroup, four rows at a time sharing each step's ``v``; per
-  row, a lane array of 32 accumulators (the vectorised loop of vyre.ops.reduce's CPU form),
-  merged pairwise.
+  row, 128 lane accumulators (the vectorised loop of vyre.ops.reduce's CPU form), merged pairwise.
 * Gradient (``matvec_grad``): ``grad_m = outer(g, v)`` is elementwise (one flat program);
   ``grad_v = m^T g`` sums columns: invocation ``(chunk, j)`` sums column ``j`` over a chunk of rows
   (consecutive invocations read consecutive columns of the same rows: coalesced), and a second pass
@@ -75,35 +74,36 @@ def cpu_rows_per_block(cols: int) -> int:
 
 def _matvec_cpu(t: DataType, a: DataType, bufs: list[BufferDecl]) -> Program:
     """CPU form: one invocation per workgroup, a block of consecutive rows per workgroup (blocks
-    run on every core), CPU_GROUP rows at a time. Each row accumulates into its own lane array of
-    CPU_LANES accumulators in workgroup memory, ``lanes[k] += m[base + p + k] * vl[k]``: an
-    elementwise loop, which LLVM vectorises (a loop-carried scalar sum stays scalar without
-    fast-math; docs/ops.md). ``vl`` holds the step's ``v[p + k]``, loaded and widened once for the
-    group's rows. A group's rows past the block's end read the block's last row and store nothing.
+    run on every core), CPU_GROUP rows at a time. Row ``i`` of the group accumulates into its
+    CPU_LANES slots ``[i L, (i + 1) L)`` of one lane array in workgroup memory, all rows in one
+    elementwise loop over the step's columns, ``w = v[p + k]`` widened once for them:
+    ``lanes[i L + k] += m[b_i + p + k] * w``, which LLVM vectorises (a loop-carried scalar sum stays
+    scalar without fast-math; docs/ops.md; one array rather than one per row keeps the vectoriser's
+    run-time alias checks to two). A group's rows past the block's end read the block's last row
+    and store nothing.
     The row's last ``< CPU_LANES`` columns go one per lane, then each row's lanes merge pairwise.
     Every index is proven in range (vyre/codegen/ranges.py), so no loop has a guard: rows read
     ``m``'s row ``min(r, mlast)`` (``mlast``: the last row ``m`` holds) over ``min(cols, len(m))``
     columns, in bounds whatever the lengths (rows ``m`` does not hold get another row's sum)."""
-    lanes = [workgroup("lanes" if i == 0 else f"lanes{i}", CPU_LANES, a) for i in range(CPU_GROUP)]
-    vl = workgroup("vl", CPU_LANES, a)
+    lanes = workgroup("lanes", CPU_GROUP * CPU_LANES, a)
     cols, k, p, r = var("cols"), var("k"), var("p"), var("r")
     bases = [var(f"b{i}") for i in range(CPU_GROUP)]
 
     def add(i: int, j: Expr, slot: Expr, w: Expr, tmp: str) -> list[Node]:
-        return [let(tmp, cast(a, load("m", bases[i] + j)) * w), store(lanes[i], slot, lanes[i][slot] + var(tmp))]
+        at = slot + u32(i * CPU_LANES) if i else slot
+        return [let(tmp, cast(a, load("m", bases[i] + j)) * w), store(lanes, at, lanes[at] + var(tmp))]
 
-    # every index below is proven in range by the range analysis (vyre/codegen/ranges.py): rows
-    # are capped at len(m) / cols and the block's share is written so that u32 arithmetic cannot
-    # wrap, so no lane loop has a guard (LLVM vectorises them cleanly)
     group: list[Node] = [
         let("r", var("lo") + var("gi") * u32(CPU_GROUP)),
         *(let(f"b{i}", minimum(minimum(r + u32(i), var("hi") - u32(1)), var("mlast")) * cols)
           for i in range(CPU_GROUP)),
-        loop("k", u32(0), buflen(vl), [store(ln, k, lit(0.0, a)) for ln in lanes]),
+        loop("k", u32(0), buflen(lanes), [store(lanes, k, lit(0.0, a))]),
         loop("j", u32(0), var("steps"), [
             let("p", var("j") * u32(CPU_LANES)),
-            loop("k", u32(0), buflen(vl), [store(vl, k, cast(a, load("v", p + k)))]),
-            *(loop("k", u32(0), buflen(lanes[i]), add(i, p + k, k, vl[k], f"x{i}")) for i in range(CPU_GROUP)),
+            loop("k", u32(0), u32(CPU_LANES), [
+                let("w", cast(a, load("v", p + k))),
+                *(x for i in range(CPU_GROUP) for x in add(i, p + k, k, var("w"), f"x{i}")),
+            ]),
         ]),
         loop("q", var("t0"), var("ce"), [
             let("w", cast(a, load("v", var("q")))),
@@ -112,12 +112,8 @@ def _matvec_cpu(t: DataType, a: DataType, bufs: list[BufferDecl]) -> Program:
     ]
     for i in range(CPU_GROUP):
         ri = r + u32(i) if i else r
-        group += [*halving(lanes[i], CPU_LANES, lambda x, y: x + y, f"rm{i}"),
-                  if_(ri.lt(var("hi")), [store("out", ri, cast(t, lanes[i][u32(0)]))])]
-    # rows read m's row min(r, mlast), mlast the last row m holds, over ce = min(cols, len(m))
-    # columns: every m index is then below len(m) whatever the lengths (for the lengths matvec
-    # passes, mlast >= every row and ce == cols); the order of these lets is the order the range
-    # prover substitutes in (latest first), which this proof needs
+        group += [*halving(lanes, CPU_LANES, lambda x, y: x + y, f"rm{i}", i * CPU_LANES),
+                  if_(ri.lt(var("hi")), [store("out", ri, cast(t, lanes[u32(i * CPU_LANES)]))])]
     body: list[Node] = [
         let("cols", buflen("v")),
         let("ce", minimum(cols, buflen("m"))),
@@ -131,7 +127,7 @@ def _matvec_cpu(t: DataType, a: DataType, bufs: list[BufferDecl]) -> Program:
         let("t0", var("steps") * u32(CPU_LANES)),
         loop("gi", u32(0), (var("cnt") + u32(CPU_GROUP - 1)) / u32(CPU_GROUP), group),
     ]
-    return Program.wrapped([*bufs, *lanes, vl], 1, body)
+    return Program.wrapped([*bufs, lanes], 1, body)
 
 
 def _matvec_gpu(t: DataType, a: DataType, bufs: list[BufferDecl], nr: int, u: int, wg: int) -> Program:
