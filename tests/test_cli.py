@@ -184,3 +184,9 @@ def test_show_a_kernel_from_a_python_file(tmp_path: Path, capsys: pytest.Capture
     assert "out[gid(0)] = (x[gid(0)] * 3.0f32)" in capsys.readouterr().out
     assert cli.main(["show", str(f), "--ir-only"]) == 2
     assert "Fix: name one" in capsys.readouterr().err
+
+
+def test_show_prints_the_nvrtc_routes_cxx(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["show", "saxpy", "--backend", "cuda-c"]) == 0
+    out = capsys.readouterr().out
+    assert 'extern "C" __global__ void vyre_kernel(' in out and "vy_interleaved" in out

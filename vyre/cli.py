@@ -114,7 +114,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(str(prog))
     if not args.ir_only:
         print()
-        if args.backend == "cuda":
+        if args.backend == "cuda-c":  # the NVRTC route's C++ (docs/codegen.md)
+            from .codegen.cuda_c import emit_cuda_c
+
+            print(emit_cuda_c(prog).source)
+        elif args.backend == "cuda":
             from .codegen.cuda import emit_cuda
 
             print(emit_cuda(prog))
@@ -349,7 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(fn=cmd_info)
     s = sub.add_parser("show", help="print a program's IR and generated source")
     s.add_argument("program", help="built-in example name, .vyre file, wire file or kernels.py:name")
-    s.add_argument("--backend", choices=["cuda", "cpu"], default="cpu")
+    s.add_argument("--backend", choices=["cuda", "cuda-c", "cpu"], default="cpu",
+                   help="cuda: the numba-cuda module; cuda-c: the C++ the NVRTC route compiles")
     s.add_argument("--ir-only", action="store_true")
     s.set_defaults(fn=cmd_show)
     t = sub.add_parser("tune", help="sweep a program's launch candidates, print and save the decision")
