@@ -330,14 +330,14 @@ def test_an_architecture_or_driver_nvrtc_does_not_serve_goes_to_numba(monkeypatc
 
 
 def test_binary_keys_differ_by_route_and_cover_the_nvrtc_wheel_and_printer(monkeypatch: pytest.MonkeyPatch) -> None:
-    from vyre.codegen import c_ops
+    from vyre.codegen import emit
     from vyre.driver.backend import CudaBackend
     from vyre.examples import saxpy
 
     b, p, parts = CudaBackend(), saxpy(), ["fp", "cuda", "", "cc=9.0"]
     numba_key, nvrtc_key = b._binary_key(p, parts, "numba"), b._binary_key(p, parts, "nvrtc")  # type: ignore[arg-type]
     assert numba_key != nvrtc_key
-    monkeypatch.setattr(c_ops, "CUDA_C_VERSION", c_ops.CUDA_C_VERSION + 1)
+    monkeypatch.setattr(emit, "CUDA_C_VERSION", emit.CUDA_C_VERSION + 1)
     assert b._binary_key(p, parts, "nvrtc") != nvrtc_key  # type: ignore[arg-type]
     assert b._binary_key(p, parts, "numba") == numba_key  # type: ignore[arg-type]
     cuda_route.nvrtc_dist.cache_clear()

@@ -14,8 +14,6 @@ from collections.abc import Callable
 
 from ..ir import BinOpKind, DataType, UnOpKind
 
-#: Bump when the C++ the NVRTC route prints changes (c_ops.py or cuda_c.py): part of its binary keys.
-CUDA_C_VERSION = 2
 
 BinRule = Callable[[DataType, str, str], str]
 UnRule = Callable[[DataType, str], str]

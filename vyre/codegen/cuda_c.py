@@ -27,9 +27,9 @@ from ..ir import (
     Return, Select, Store, SubgroupBallot, SubgroupLocalId, SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp,
     Var, WorkgroupId,
 )
-from .c_ops import C_BINOP, C_ELEM, C_PRELUDE, C_TYPE, C_UNOP, C_WARP_ADD, CUDA_C_VERSION, c_cast
+from .c_ops import C_BINOP, C_ELEM, C_PRELUDE, C_TYPE, C_UNOP, C_WARP_ADD, c_cast
 from .cuda import aggregation
-from .emit import AtomicSite, Binding, Emitter, SubgroupCode, has_return
+from .emit import CUDA_C_VERSION, AtomicSite, Binding, Emitter, SubgroupCode, has_return
 from .flat import is_tunable
 from .lanes import LaneKind
 from .pipeline import interleaved_form, lower

@@ -27,6 +27,9 @@ from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 from .ranges import RangeCtx, Resolve
 
 CODEGEN_VERSION = 15
+#: Bump when the C++ the NVRTC route prints changes (codegen/c_ops.py, cuda_c.py, cuda_c_interleave.py):
+#: part of that route's binary keys (kept here, which ``import vyre`` loads, so a cache hit imports no printer).
+CUDA_C_VERSION = 2
 
 # The CUDA launch defaults of interleaved flat kernels (vyre/codegen/interleave.py). They live here,
 # in a module `import vyre` loads anyway, because the driver reads them for a kernel loaded from the

@@ -52,7 +52,7 @@ def route_part(route: Route) -> list[str]:
     empty: its keys are those it always had)."""
     if route == "numba":
         return []
-    from ..codegen.c_ops import CUDA_C_VERSION
+    from ..codegen.emit import CUDA_C_VERSION
 
     return ["compiler=nvrtc", f"nvrtc={nvrtc_dist()}", f"cuda-c={CUDA_C_VERSION}"]
 
