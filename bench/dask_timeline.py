@@ -107,10 +107,10 @@ def main(log2n: int = 30, log2chunk: int = 28, passes: int = 8, out_dir: str = "
         parts = []
         for _ in range(k):
             for i in order:
-                o = vyre.dask._run_chunk(wire, ("x", "y"), ("out",), BACKEND, None, {}, xs[i], ys[i])
-                parts.append(vyre.dask._partial("sum", BACKEND, o))
+                o = vyre.dask.chunks._run_chunk(wire, ("x", "y"), ("out",), BACKEND, None, {}, xs[i], ys[i])
+                parts.append(vyre.dask.reductions._partial("sum", BACKEND, o))
         t1 = time.perf_counter()
-        total = float(np.sum([vyre.dask._host(q).astype(np.float64) for q in parts]))
+        total = float(np.sum([vyre.dask.reductions._host(q).astype(np.float64) for q in parts]))
         sync_all()
         return time.perf_counter() - t0, t1 - t0, total
 
@@ -131,7 +131,7 @@ def main(log2n: int = 30, log2chunk: int = 28, passes: int = 8, out_dir: str = "
     local = threading.local()
     instrument = {"on": False}
     orig_exec = dask.local.execute_task
-    orig_run, orig_partial = vyre.dask._run_chunk, vyre.dask._partial
+    orig_run, orig_partial = vyre.dask.chunks._run_chunk, vyre.dask.reductions._partial
 
     def exec_task(key, *a):  # type: ignore[no-untyped-def]
         if not instrument["on"]:
@@ -163,7 +163,7 @@ def main(log2n: int = 30, log2chunk: int = 28, passes: int = 8, out_dir: str = "
         return r
 
     dask.local.execute_task = exec_task
-    vyre.dask._run_chunk, vyre.dask._partial = run_chunk, partial
+    vyre.dask.chunks._run_chunk, vyre.dask.reductions._partial = run_chunk, partial
 
     def graphs(dx: Any, dy: Any, k: int, tag: str) -> list[Any]:
         return [vyre.dask.reduce("sum", vyre.dask.map_blocks(p, {"x": dx, "y": dy}, "out", backend=BACKEND,
@@ -290,7 +290,7 @@ def main(log2n: int = 30, log2chunk: int = 28, passes: int = 8, out_dir: str = "
         fast_launch._launcher = kept
 
     # ---- 4. host cost of one chunk's task: cProfile of the direct loop over small chunks
-    vyre.dask._run_chunk, vyre.dask._partial = orig_run, orig_partial
+    vyre.dask.chunks._run_chunk, vyre.dask.reductions._partial = orig_run, orig_partial
     small = 1 << 20
     xs = [a[:small] for a in data["halves"][0]]
     ys = [a[:small] for a in data["halves"][1]]

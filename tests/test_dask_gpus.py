@@ -20,8 +20,10 @@ from vyre.ir import F32, U32, Program, buflen, exp, gid, if_, let, output, read,
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 import vyre.dask  # noqa: E402
-import vyre.dask_gpus  # noqa: E402
-import vyre.dask_graph  # noqa: E402
+import vyre.dask.gpus  # noqa: E402
+import vyre.dask.graph  # noqa: E402
+import vyre.dask.chunks  # noqa: E402
+import vyre.dask.reductions  # noqa: E402
 
 
 def _chain() -> Program:
@@ -70,7 +72,7 @@ def test_fused_reduce_equals_the_unfused_path(spec: tuple[int, list[int]], op: s
     m = vyre.dask.map_blocks(_chain(), {"x": dx, "y": dy}, "out", backend="cpu")
     fused = vyre.dask.reduce(op, m, backend="cpu", split_every=split_every)
     unfused = vyre.dask.reduce(op, m.copy(), backend="cpu", split_every=split_every)  # a copy: no recipe
-    assert isinstance(fused, vyre.dask_graph.VyreArray) and not isinstance(unfused, vyre.dask_graph.VyreArray)
+    assert isinstance(fused, vyre.dask.graph.VyreArray) and not isinstance(unfused, vyre.dask.graph.VyreArray)
     assert fused.name != unfused.name
     # computed together with plain dask arrays over the same inputs (two optimizers, one graph)
     got, want, plain, mapped = dask.compute(fused, unfused, dx.sum(), m, scheduler="threads",
@@ -151,7 +153,7 @@ def test_the_optimizer_only_culls_materialized_graphs(monkeypatch: pytest.Monkey
     monkeypatch.setattr(da.Array, "__dask_optimize__", staticmethod(refuse))
     graph = HighLevelGraph.merge(*(g.dask for g in [*passes, unused]))
     keys = [g.__dask_keys__() for g in passes]
-    opt = vyre.dask_graph.optimize(graph, keys)
+    opt = vyre.dask.graph.optimize(graph, keys)
     written = {k: v for g in passes for k, v in g.dask.layers[g.name].items()}
     assert set(opt) == set(written) | set(dx.__dask_keys__())
     assert all(opt[k] is v for k, v in written.items())  # the very objects: nothing converted or fused
@@ -194,7 +196,7 @@ def test_the_optimizer_defers_to_dask_where_it_may_fuse(monkeypatch: pytest.Monk
 def test_arrays_derived_from_a_vyre_array_are_plain_dask_arrays() -> None:
     _, passes = _persisted_chain()
     r = passes[0]
-    assert isinstance(r, vyre.dask_graph.VyreArray) and isinstance(r, da.Array)
+    assert isinstance(r, vyre.dask.graph.VyreArray) and isinstance(r, da.Array)
     assert r.shape == () and r.dtype == np.float32
     derived = [r + 1, r.astype(np.float64), da.stack([r, passes[1]])]
     assert all(type(d) is da.Array for d in derived)
@@ -214,10 +216,10 @@ def test_a_gpu_partial_is_copied_behind_its_own_kernel(monkeypatch: pytest.Monke
     value = np.array(1.25, np.float64)
     device = types.SimpleNamespace(nbytes=value.nbytes, dtype=value.dtype, size=1, shape=(),
                                    data=types.SimpleNamespace(ptr=value.ctypes.data))
-    pending = vyre.dask_gpus.PendingPartial(device)
+    pending = vyre.dask.gpus.PendingPartial(device)
     assert fake.state["log"] == [("copy", 0, value.nbytes), ("record", 0)]  # queued at once, copy first
     value[...] = 0  # the "device" memory changes after the copy was queued (and ran): not seen
-    got = vyre.dask._host(pending)
+    got = vyre.dask.reductions._host(pending)
     assert fake.state["log"][-1] == ("wait",)
     assert got.shape == () and got.dtype == np.float64 and float(got) == 1.25
 
@@ -287,7 +289,7 @@ def test_a_program_is_validated_and_encoded_once(monkeypatch: pytest.MonkeyPatch
     assert times(q) == 1 and times(p) == 1
     for _ in range(64):  # the memo is bounded: the oldest entries go
         vyre.dask.map_blocks(_chain(), {"x": x, "y": x}, "out", backend="cpu")
-    assert len(vyre.dask._WIRES) <= 64
+    assert len(vyre.dask.chunks._WIRES) <= 64
     vyre.dask.map_blocks(p, {"x": x, "y": x}, "out", backend="cpu")
     assert times(p) == 2  # forgotten, so validated again
     bad = Program.wrapped([read("x", 0, F32), output("out", 1, F32)], 64, [store(output("out", 1, F32), var("i"),
@@ -339,7 +341,7 @@ def test_on_gpus_copies_only_chunks_on_another_gpu(monkeypatch: pytest.MonkeyPat
     np.testing.assert_array_equal(np.concatenate(chunks), np.arange(40, dtype=np.float32))
     # a chunk already on its GPU is used as it is: the same array, no copy, no wait
     piece = src[10:20]
-    assert vyre.dask_gpus._place(piece, (0, 1), (4,), (1,)) is piece
+    assert vyre.dask.gpus._place(piece, (0, 1), (4,), (1,)) is piece
     assert fake.state["synced"] == [1, 1]
 
 
@@ -360,13 +362,13 @@ def _launch_order(monkeypatch: pytest.MonkeyPatch, dx, dy, passes: int) -> list[
     """The GPUs of the chunk tasks, in the order Dask runs them, for ``passes`` independent
     chain + sum passes over the same data in one compute."""
     seen: list[int] = []
-    run = vyre.dask._run_chunk
+    run = vyre.dask.chunks._run_chunk
 
     def logged(*a):  # type: ignore[no-untyped-def]
         seen.append(a[-1].device.id)
         return run(*a)
 
-    monkeypatch.setattr(vyre.dask, "_run_chunk", logged)
+    monkeypatch.setattr(vyre.dask.chunks, "_run_chunk", logged)
     graphs = [vyre.dask.reduce("sum", vyre.dask.map_blocks(_chain(), {"x": dx, "y": dy}, "out", backend="cpu",
                                                            name=f"pass-{j}"), backend="cpu")
               for j in range(passes)]

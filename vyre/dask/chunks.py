@@ -1,48 +1,25 @@
-"""vyre over Dask: run a program on every chunk of dask arrays (NumPy chunks on the CPU backend,
-CuPy chunks on CUDA), with halos for stencils, gradients over chunked data, and reductions.
-
-vyre builds no scheduler of its own: Dask (threads, ``dask.distributed`` processes, or a cluster)
-decides where each chunk runs. Programs travel to the workers as their wire format
-(:func:`vyre.ir.to_wire`, digest-checked), are decoded once per worker process, and every worker
-uses the disk kernel cache (``VYRE_CACHE_DIR``), so workers that share it compile a kernel once.
-
-The contract of :func:`map_blocks`: the program is run on each chunk *as if the chunk were the whole
-array* (one dispatch per chunk, the chunk's elements flattened in C order). That is exact for
-programs whose invocation ``i`` only touches element ``i`` of the chunked buffers (elementwise
-maps); stencils that read neighbours need :func:`map_overlap`, which gives each chunk a halo.
-Buffers passed as plain arrays (not dask arrays) are given whole to every chunk: weights, tables.
-
-For several GPUs in one process, :func:`on_gpus` lays the chunks out round robin (docs/scale_out.md
-says why the layout decides whether the GPUs run side by side).
-"""
+"""``vyre.dask``'s chunk tasks: a program run on every chunk of dask arrays (:func:`map_blocks`),
+with halos for stencils (:func:`map_overlap`). The contract is in the package's docstring
+(:mod:`vyre.dask`)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-import itertools
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import dask.array as da
 import numpy as np
 
-from .errors import DispatchError
-from .ir.program import Program, program_of
-from .driver.full_write import covers, writes_every_element
-from .ir.wire import from_wire, to_wire
+from ..driver.full_write import covers, writes_every_element
+from ..errors import DispatchError
+from ..ir.program import Program, program_of
+from ..ir.wire import from_wire, to_wire
 
-try:
-    import dask
-    import dask.array as da
-except ImportError as e:  # pragma: no cover - exercised only without the extra
-    raise ImportError("vyre.dask needs Dask. Fix: pip install 'vyre[dask]' (or dask[array])") from e
-
-from .dask_gpus import PendingPartial, on_gpus  # after the check that Dask is there
-from .dask_graph import Task, TaskRef, vyre_array
-
-__all__ = ["map_blocks", "map_overlap", "on_gpus", "reduce", "value_and_grad"]
+__all__ = ["map_blocks", "map_overlap"]
 
 DimFn = Callable[[tuple[int, ...]], Sequence[int]]
 
@@ -220,13 +197,13 @@ def _contiguous(chunk: Any) -> Any:
 def _chunk_kernel(wire: bytes, backend: str) -> Any:
     """The kernel dispatch runs for a task's program (the very object, so its tuned launch and
     the launch shapes recorded by vyre.driver.device_launch are shared by every chunk)."""
-    from .driver.dispatch import _kernel_for
+    from ..driver.dispatch import _kernel_for
 
     return _kernel_for(_decoded(wire), backend)
 
 
 def _cuda_backend(backend: str | None) -> bool:
-    from .driver.backends import check_backend, default_backend
+    from ..driver.backends import check_backend, default_backend
 
     return (check_backend(backend) if backend is not None else default_backend()) == "cuda"
 
@@ -262,7 +239,7 @@ def _run_chunk(wire: bytes, chunked: tuple[str, ...], outputs: tuple[str, ...], 
     grid = _grid_for(program, shape, dim)
     if _on_gpu(chunks[0]) and _cuda_backend(backend):
         return _run_chunk_cuda(wire, program, chunked, outputs, whole, chunks, grid)
-    from .driver.dispatch import dispatch
+    from ..driver.dispatch import dispatch
 
     arrays = _arrays_for(program, chunked, outputs, whole, chunks, grid)
     dispatch(program, arrays, backend=backend, grid=grid)
@@ -274,9 +251,9 @@ def _run_chunk_cuda(wire: bytes, program: Program, chunked: tuple[str, ...], out
                     whole: Mapping[str, Any], chunks: tuple[Any, ...], grid: tuple[int, ...]) -> Any:
     import cupy
 
-    from .driver import device_launch
-    from .driver.dispatch import dispatch
-    from .driver.geometry import grid3
+    from ..driver import device_launch
+    from ..driver.dispatch import dispatch
+    from ..driver.geometry import grid3
 
     device = chunks[0].device.id
     with cupy.cuda.Device(device):
@@ -390,231 +367,3 @@ def map_overlap(program: Any, inputs: Mapping[str, Any], output: str, *, depth: 
             depths[axis] = 0
     return da.map_overlap(fn, *arrays, depth=depths, boundary=boundary, trim=True, dtype=dt,
                           meta=_meta(arrays[0], dt), align_arrays=True)
-
-
-_REDUCTIONS = ("sum", "max", "min")
-
-
-def _partial(op: str, backend: str | None, chunk: Any) -> Any:
-    """One chunk's partial result, computed by a ``vyre.ops`` kernel over the whole chunk: a host
-    scalar for NumPy chunks; for a CuPy chunk a :class:`~vyre.dask_gpus.PendingPartial`, the 0-d
-    result on its GPU on its way to the host (the task does not wait: :func:`_finish` does)."""
-    from . import ops
-
-    fn = getattr(ops, op)
-    if _on_gpu(chunk):
-        import cupy
-
-        with cupy.cuda.Device(chunk.device.id):
-            r = fn(_contiguous(chunk).reshape(-1), backend=backend)
-            return PendingPartial(r) if isinstance(r, cupy.ndarray) else r
-    r = fn(_contiguous(chunk).reshape(-1), backend=backend)
-    return np.asarray(r.get() if hasattr(r, "get") else r)
-
-
-class _Parts:
-    """Partials gathered by a task, not yet waited for (an opaque box, so Dask and NumPy never try
-    to convert the CuPy arrays inside)."""
-
-    __slots__ = ("items",)
-
-    def __init__(self, items: list[Any]) -> None:
-        self.items = items
-
-
-def _unbox(parts: np.ndarray) -> list[Any]:
-    return [p for box in parts.ravel().tolist() for p in box.items]
-
-
-def _partial_block(op: str, backend: str | None, chunk: Any, axis: Any = None, keepdims: bool = False,
-                   computing_meta: bool = False) -> np.ndarray:
-    if computing_meta:  # Dask asking for the kind of array the tree carries: a box is an object
-        return np.empty((0,) * chunk.ndim, chunk.dtype)
-    out = np.empty((1,) * chunk.ndim, object)
-    out.flat[0] = _Parts([_partial(op, backend, chunk)])
-    return out
-
-
-def _gather_block(parts: np.ndarray, axis: Any = None, keepdims: bool = False, **_dask_options: Any) -> np.ndarray:
-    """Dask's tree combine: gathers the partials of several chunks without waiting for any."""
-    out = np.empty((1,) * parts.ndim, object)
-    out.flat[0] = _Parts(_unbox(parts))
-    return out
-
-
-def _host(partial: Any) -> np.ndarray:
-    if isinstance(partial, np.ndarray):
-        return partial
-    if isinstance(partial, PendingPartial):
-        return partial.value()
-    import cupy
-
-    with cupy.cuda.Device(partial.device.id):
-        return np.asarray(partial.get())  # waits (GIL released) for the chunk's GPU work so far
-
-
-def _finish_block(op: str, result: np.dtype, parts: np.ndarray, axis: Any = None, keepdims: bool = False,
-                  **_dask_options: Any) -> np.ndarray:
-    """The reduction of every partial: each brought to the host (the one wait per chunk), float
-    partials widened to f64, combined, rounded once to the result dtype."""
-    host = [_host(p) for p in _unbox(parts)]
-    wide = np.array([h.astype(np.float64) if h.dtype.kind == "f" else h for h in host])
-    fn: Any = getattr(np, op)  # np.sum / np.max / np.min
-    value = np.asarray(fn(wide) if wide.size else np.zeros((), np.float64)).astype(result)
-    return value.reshape((1,) * parts.ndim) if keepdims else value
-
-
-def reduce(op: str, x: Any, *, backend: str | None = None, split_every: int | None = None) -> Any:
-    """``sum``, ``max`` or ``min`` of a whole dask array: a :mod:`vyre.ops` kernel per chunk, then
-    the partials combined on the host (Dask's tree, ``split_every`` as in
-    ``dask.array.reduction``). Returns a 0-d dask array of ``x``'s dtype. Float partials are
-    combined in f64, so a sum's error is vyre.ops' per-chunk bound plus one final rounding; max
-    and min follow vyre.ops' NaN rule (a NaN anywhere gives NaN).
-
-    A CuPy chunk's partial is copied to pinned host memory behind its own kernel, and only the
-    final task waits for those copies (:class:`~vyre.dask_gpus.PendingPartial`): the tree's
-    other tasks pass partials along without waiting, so every chunk's kernels can be queued on
-    every GPU at once.
-
-    When ``x`` is the very array :func:`map_blocks` returned, each chunk is one plain task that
-    runs the program and then the partial (:func:`_fused_reduce`): the same values, less host
-    time per chunk and per compute than Dask's fusion of the two steps. The result is then a
-    :class:`vyre.dask_graph.VyreArray`, whose graph Dask only culls before each compute.
-    ``split_every`` defaults to Dask's (4 per task) on the general path and to 32 on this one."""
-    if op not in _REDUCTIONS:
-        raise DispatchError(f"unknown reduction {op!r}. Fix: use one of {list(_REDUCTIONS)}")
-    if not _is_dask(x):
-        raise DispatchError(f"expected a dask array, got {type(x).__name__}. Fix: da.from_array(x, chunks=...)")
-    if np.dtype(x.dtype) not in (np.float32, np.float64):
-        raise DispatchError(f"vyre.ops reduces float32 and float64 arrays, this one is {x.dtype}. "
-                            "Fix: x.astype(np.float32) (or reduce integers with dask's own x.sum())")
-    if x.size == 0 and op != "sum":
-        raise DispatchError(f"{op} of an empty array has no value. Fix: reduce a non-empty array")
-    if split_every is not None and (not isinstance(split_every, int) or isinstance(split_every, bool)
-                                    or split_every < 2):
-        raise DispatchError(f"split_every must be an int >= 2, got {split_every!r}. Fix: pass e.g. 8")
-    dt = np.dtype(x.dtype)
-    recipe = getattr(x, "_vyre_recipe", None)
-    if isinstance(recipe, _Recipe) and recipe.name == x.name:
-        return _fused_reduce(op, recipe, dt, backend, split_every or 32)
-    # the tree's inner arrays hold boxes of partials (object arrays); only the last task's value is
-    # of the result dtype
-    return da.reduction(x, functools.partial(_partial_block, op, backend), functools.partial(_finish_block, op, dt),
-                        combine=_gather_block, dtype=dt, split_every=split_every, concatenate=True,
-                        meta=np.empty((), dt))
-
-
-def _run_partial(fn: Callable[..., Any], op: str, backend: str | None, *chunks: Any) -> _Parts:
-    """One task of a reduction over a map_blocks result: the program on the chunk, then its partial
-    (neither waited for)."""
-    return _Parts([_partial(op, backend, fn(*chunks))])
-
-
-def _gather(*boxes: _Parts) -> _Parts:
-    return _Parts([p for box in boxes for p in box.items])
-
-
-def _finish(op: str, result: np.dtype, *boxes: _Parts) -> np.ndarray:
-    out = np.empty(len(boxes), object)
-    out[:] = list(boxes)
-    return _finish_block(op, result, out)
-
-
-def _fused_reduce(op: str, recipe: _Recipe, dt: np.dtype, backend: str | None, split_every: int) -> Any:
-    """``reduce(op, map_blocks(...))`` as one task per chunk (the program, then the partial) and a
-    tree of gathering tasks that ends in one final task, written as one materialized layer of
-    Dask's task objects (:mod:`vyre.dask_graph`), cheap for Dask to prepare on every compute.
-
-    Why not Dask's blockwise fusion of the two steps: each fused task runs a small subgraph
-    (``dask.order`` on it, per task), and Dask spends more time per compute fusing and ordering;
-    on several GPUs that host time is what keeps the GPUs waiting. The values are the unfused
-    path's: the same functions on the same chunks, combined in the same way."""
-    from dask.base import tokenize
-
-    first = recipe.arrays[0]
-    # keys differ with everything that shapes the graph, so two such reductions never share a key
-    # (the names of the inputs stand for their data: nothing is hashed)
-    tag = tokenize(recipe.name, op, backend, split_every)
-    part = f"{op}-partial-{tag}"
-    run = functools.partial(_run_partial, recipe.fn, op, backend)
-    layer: dict[Any, Any] = {}
-    keys: list[Any] = []
-    for idx in itertools.product(*(range(n) for n in first.numblocks)):
-        key = (part, *idx)
-        layer[key] = Task(key, run, *[TaskRef((a.name, *idx)) for a in recipe.arrays])
-        keys.append(key)
-    level = 0
-    while len(keys) > split_every:  # a box gathers at most split_every boxes (nothing waits here)
-        name = f"{op}-gather{level}-{tag}"
-        nxt = []
-        for j in range(0, len(keys), split_every):
-            layer[(name, j)] = Task((name, j), _gather, *[TaskRef(k) for k in keys[j:j + split_every]])
-            nxt.append((name, j))
-        keys, level = nxt, level + 1
-    final = f"{op}-{tag}"
-    layer[(final,)] = Task((final,), functools.partial(_finish, op, dt), *[TaskRef(k) for k in keys])
-    return vyre_array(final, layer, recipe.arrays, chunks=(), meta=np.empty((), dt))
-
-
-def _grad_chunk(wire: bytes, chunked: tuple[str, ...], output: str, wrt: tuple[str, ...],
-                backend: str | None, dim: DimFn | None, whole: Mapping[str, Any], *chunks: Any
-                ) -> tuple[float, dict[str, Any]]:
-    from .autodiff import value_and_grad as vg
-
-    program = _decoded(wire)
-    shape = tuple(chunks[0].shape)
-    arrays: dict[str, Any] = dict(whole)
-    for name, chunk in zip(chunked, chunks, strict=True):
-        arrays[name] = np.ascontiguousarray(chunk).reshape(-1)
-    if output not in arrays:
-        arrays[output] = np.zeros(int(np.prod(shape, dtype=np.int64)), program.buffer(output).element.np_dtype)
-    loss, grads = vg(program, arrays, output, list(wrt), backend=backend,
-                     grid=_grid_for(program, shape, dim))
-    return loss, {w: (g.reshape(shape) if w in chunked else g) for w, g in grads.items()}
-
-
-def value_and_grad(program: Any, inputs: Mapping[str, Any], output: str, wrt: str | Sequence[str], *,
-                   backend: str | None = None, dim: DimFn | None = None) -> tuple[Any, dict[str, Any]]:
-    """``(loss, {w: dloss/dw})`` of ``loss = sum(output)`` over every chunk (host arrays).
-
-    The loss is a 0-d dask array (the sum of the chunks' losses, each accumulated in float64); the
-    gradient of a chunked input is a dask array with its chunks; the gradient of a buffer given
-    whole (a weight every chunk reads) is the sum of the chunks' gradients, a dask array of its
-    shape. Nothing is computed until you call ``dask.compute`` (or ``.compute()``)."""
-    p = _program_of(program)
-    names = (wrt,) if isinstance(wrt, str) else tuple(wrt)
-    chunked, whole = _split(p, inputs, (output,))
-    for w in names:
-        if w not in inputs:
-            raise DispatchError(f"wrt buffer {w!r} is not among the inputs. Fix: pass an array for it")
-    arrays = _aligned([inputs[n] for n in chunked])
-    wire = _wire_of(p)
-    blocks = [a.to_delayed() for a in arrays]
-    task = dask.delayed(_grad_chunk, pure=True, nout=2)
-    losses = []
-    chunk_grads: dict[str, Any] = {w: np.empty(blocks[0].shape, object) for w in names if w in chunked}
-    whole_grads: dict[str, list[Any]] = {w: [] for w in names if w not in chunked}
-    first = arrays[0]
-    for index in np.ndindex(*blocks[0].shape):
-        loss, grads = task(wire, tuple(chunked), output, names, backend, dim, whole,
-                           *[b[index] for b in blocks])
-        losses.append(loss)
-        shape = tuple(c[i] for c, i in zip(first.chunks, index, strict=True))
-        for w in chunk_grads:
-            dt = p.buffer(w).element.np_dtype
-            chunk_grads[w][index] = da.from_delayed(grads[w], shape=shape, dtype=dt)
-        for w in whole_grads:
-            whole_grads[w].append(grads[w])
-    total = da.from_delayed(dask.delayed(sum)(losses), shape=(), dtype=np.float64)
-    out: dict[str, Any] = {w: da.block(arr.tolist()) for w, arr in chunk_grads.items()}
-    for w, parts in whole_grads.items():
-        ref = np.asarray(inputs[w])
-        out[w] = da.from_delayed(dask.delayed(_sum_arrays)(parts), shape=ref.shape, dtype=ref.dtype)
-    return total, {w: out[w] for w in names}
-
-
-def _sum_arrays(parts: list[np.ndarray]) -> np.ndarray:
-    acc = np.array(parts[0], copy=True)
-    for q in parts[1:]:
-        acc += q
-    return acc

@@ -12,7 +12,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from .errors import DispatchError
+from ..errors import DispatchError
 
 __all__ = ["PendingPartial", "on_gpus"]
 
