@@ -56,6 +56,9 @@ CPU_LANES = 128
 #: in parallel). Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a
 #: little overhead.
 CPU_BLOCK = 1 << 13
+#: CPU argmax: up to this many lanes holding a block's maximum are rescanned at their own elements;
+#: more (many equal maxima: a constant array) take a second vectorised pass over the block
+ARGMAX_SCAN_LANES = 4
 
 
 class Reduce(enum.Enum):
@@ -302,48 +305,69 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
 
 def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program:
     """The CPU form of :func:`argmax_program`, one invocation per workgroup and a block per
-    workgroup, in two lane-array loops (elementwise, so LLVM vectorises them, as in
-    :func:`_lane_program`): the block's maximum (NaN-propagating), then per lane the lowest index
-    holding it; the lanes then merge pairwise (max) and by the smallest index (min). Every index is
-    proven in range (vyre/codegen/ranges.py), so neither loop has a guard."""
+    workgroup. One lane-array loop over the block (elementwise, so LLVM vectorises it, as in
+    :func:`_lane_program`; every index proven in range, so no guard) gives each lane's maximum,
+    NaN-propagating; the block's maximum ``mx`` is theirs. Then, when at most
+    :data:`ARGMAX_SCAN_LANES` lanes hold ``mx`` (usually one), only those are scanned again, at
+    their own elements, for the lowest index holding it (a 128th of the block per lane); otherwise
+    (many equal maxima) a second lane-array loop over the block keeps per lane the lowest index
+    holding ``mx``, and the lanes merge by ``min``."""
     lm, li = workgroup("lanes_m", CPU_LANES, t), workgroup("lanes_i", CPU_LANES, U32)
     val, idx = bufs[-2], bufs[-1]
     bufs = [*bufs, lm, li]
-    g, k, m = var("g"), var("k"), var("mx")
-
-    def blocked(prefix: str, visit: Any) -> list[Node]:
-        """``visit(i, slot, tmp)`` for every element ``i`` of the block, ``slot`` its lane."""
-        p = var(f"{prefix}_p")
-        return [
-            loop(f"{prefix}_j", u32(0), var("m"), [
-                let(f"{prefix}_p", var("lo") + var(f"{prefix}_j") * u32(CPU_LANES)),
-                loop("k", u32(0), buflen(lm), visit(p + k, k, f"{prefix}_v")),
-            ]),
-            loop(f"{prefix}_q", var("t0"), var("hi"), visit(
-                var(f"{prefix}_q"), var(f"{prefix}_q") - var("t0"), f"{prefix}_w")),
-        ]
+    g, k, mx, best = var("g"), var("k"), var("mx"), var("best")
 
     def max_step(i: Expr, slot: Expr, tmp: str) -> list[Node]:
         return [let(tmp, load("x", i)), store(lm, slot, Combine.MAX.step(lm[slot], var(tmp)))]
 
+    def hit(v: Expr) -> Expr:
+        return select(isnan(mx), isnan(v), v.eq(mx))
+
+    def visit(i: Expr, tmp: str) -> list[Node]:
+        """``best = min(best, index of i)`` where element ``i`` holds the maximum."""
+        gi = var(f"{tmp}_i")
+        return [let(f"{tmp}_v", load("x", i)), let(gi.name, load("xi", i) if indexed else i),
+                if_(hit(var(f"{tmp}_v")).and_(gi.lt(best)), [assign("best", gi)])]
+
     def index_step(i: Expr, slot: Expr, tmp: str) -> list[Node]:
         v, gi = var(tmp), var(f"{tmp}_i")
-        hit = select(isnan(m), isnan(v), v.eq(m))
-        return [let(tmp, load("x", i)), let(f"{tmp}_i", load("xi", i) if indexed else i),
-                store(li, slot, select(hit.and_(gi.lt(li[slot])), gi, li[slot]))]
+        return [let(tmp, load("x", i)), let(gi.name, load("xi", i) if indexed else i),
+                store(li, slot, select(hit(v).and_(gi.lt(li[slot])), gi, li[slot]))]
 
+    p = var("a_p")
     body: list[Node] = [
         *_block_bounds(["x", "xi"] if indexed else ["x"], buflen(val)),
         let("g", wgid()),
         let("t0", var("lo") + var("m") * u32(CPU_LANES)),
-        loop("k", u32(0), buflen(lm), [store(lm, k, lit(-math.inf, t)), store(li, k, u32(_NONE))]),
-        *blocked("a", max_step),
-        *halving(lm, CPU_LANES, Combine.MAX.step, "am"),
+        loop("k", u32(0), buflen(lm), [store(lm, k, lit(-math.inf, t))]),
+        loop("a_j", u32(0), var("m"), [
+            let("a_p", var("lo") + var("a_j") * u32(CPU_LANES)),
+            loop("k", u32(0), buflen(lm), max_step(p + k, k, "a_v")),
+        ]),
+        loop("a_q", var("t0"), var("hi"), max_step(var("a_q"), var("a_q") - var("t0"), "a_w")),
+        let("mx", lit(-math.inf, t)),
+        loop("k", u32(0), buflen(lm), [let("c", lm[k]), assign("mx", Combine.MAX.step(mx, var("c")))]),
+        let("best", u32(_NONE)),
+        let("nh", u32(0)),
+        loop("k", u32(0), buflen(lm), [assign("nh", var("nh") + cast(U32, hit(lm[k])))]),
+        if_(var("nh").le(u32(ARGMAX_SCAN_LANES)), [
+            loop("k", u32(0), buflen(lm), [if_(hit(lm[k]), [
+                loop("b_j", u32(0), var("m"), visit(var("lo") + var("b_j") * u32(CPU_LANES) + k, "b")),
+                let("b_t", var("t0") + k),
+                if_(var("b_t").lt(var("hi")), visit(var("b_t"), "c")),
+            ])]),
+        ], [
+            loop("k", u32(0), buflen(li), [store(li, k, u32(_NONE))]),
+            loop("d_j", u32(0), var("m"), [
+                let("d_p", var("lo") + var("d_j") * u32(CPU_LANES)),
+                loop("k", u32(0), buflen(li), index_step(var("d_p") + k, k, "d_v")),
+            ]),
+            loop("d_q", var("t0"), var("hi"), index_step(var("d_q"), var("d_q") - var("t0"), "d_w")),
+            *halving(li, CPU_LANES, minimum, "ai"),
+            assign("best", li[u32(0)]),
+        ]),
+        if_(g.lt(buflen(val)), [store(val, g, mx), store(idx, g, best)]),
     ]
-    body += [let("mx", lm[u32(0)]), *blocked("b", index_step)]
-    # the lowest index among the lanes (each holds its own lowest hit, or _NONE)
-    body += halving(li, CPU_LANES, minimum, "ai")
-    body.append(if_(g.lt(buflen(val)), [store(val, g, var("mx")), store(idx, g, li[u32(0)])]))
     return Program.wrapped(bufs, 1, body)
 
 
