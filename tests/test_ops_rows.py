@@ -171,16 +171,16 @@ def test_matvec(backend: str, gpu_form: bool | None, data: st.DataObject) -> Non
 
 
 @pytest.mark.parametrize("backend", ["cpu", "interp"])
-@pytest.mark.parametrize("shape", [(700, 40), (3, 8193), (9000, 1), (5, 0), (33, 255)])
+@pytest.mark.parametrize("shape", [(700, 40), (3, 8193), (9000, 1), (5, 0), (33, 255), (6, 256)])
 def test_matvec_cpu_form_blocks(backend: str, shape: tuple[int, int]) -> None:
     """The CPU form's blocks of rows (cpu_rows_per_block: several per block, one per block past
-    CPU_BLOCK columns, a partial last block) and its lane array's tail (cols % 32)."""
+    CPU_BLOCK columns, a partial last block) and its lane array's tail (cols % L.CPU_LANES)."""
     r, c = shape
     rng = np.random.default_rng(r * 31 + c)
     m = rng.standard_normal((r, c)).astype(np.float32)
     v = rng.standard_normal(c).astype(np.float32)
     if c:
-        m[r // 2, c - 1] = np.nan  # lands in a tail lane when c % 32, else in lane 31
+        m[r // 2, c - 1] = np.nan  # lands in a tail lane when c % CPU_LANES, else in the last lane
     got = L.matvec(m, v, backend=backend, _gpu_form=False)
     with np.errstate(all="ignore"):
         want = (m.astype(np.float64) * v.astype(np.float64)).sum(-1)
