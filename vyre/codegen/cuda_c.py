@@ -10,7 +10,7 @@ warp-aggregated atomics are the shared emitter's decisions (vyre/codegen/emit.py
 the syntax differs, and the per-op rules are vyre/codegen/c_ops.py's tables.
 
 A flat kernel worth it carries the interleave lowering too (``vy_interleaved``: K invocations
-statement by statement, vyre/codegen/interleave.py; printed by vyre/codegen/cuda_c_interleave.py),
+statement by statement, vyre/codegen/interleave.py; printed by vyre/codegen/cuda_interleave.py),
 launched as numba's kernel launches it.
 """
 
@@ -22,16 +22,14 @@ from dataclasses import dataclass, field
 
 from ..errors import CodegenError
 from ..ir import (
-    Assign, Atomic, AtomicOp, Barrier, BinOp, BinOpKind, Block, BufferDecl, BufLen, Call, Cast, DataType, Expr,
-    Fma, If, InvocationId, Let, LitBool, LitF32, LitF64, LitI32, LitU32, Load, LocalId, Loop, Node, Program, Region,
-    Return, Select, Store, SubgroupBallot, SubgroupLocalId, SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp,
-    Var, WorkgroupId,
+    Atomic, AtomicOp, BinOpKind, BufferDecl, DataType, Expr, LitBool, LitF32, LitF64, LitI32, LitU32, Node, Program,
+    SubgroupBallot, SubgroupReduce, SubgroupShuffle, UnOpKind,
 )
 from .c_ops import C_BINOP, C_ELEM, C_PRELUDE, C_TYPE, C_UNOP, C_WARP_ADD, c_cast
 from .cuda import aggregation
-from .emit import CUDA_C_VERSION, AtomicSite, Binding, Emitter, SubgroupCode, has_return
+from .cuda_interleave import InterleavedPrinter
+from .emit import CUDA_C_VERSION, AtomicSite, Binding, Emitter, SubgroupCode
 from .flat import is_tunable
-from .lanes import LaneKind
 from .pipeline import interleaved_form, lower
 
 ENTRY = "vyre_kernel"
@@ -106,11 +104,11 @@ class CudaCTarget:
         return ["__syncthreads();"]
 
     def ret(self) -> list[str]:
-        # flag_returns: inside an interleaved body's one-trip loop (cuda_c_interleave.py ``Finish``)
+        # flag_returns: inside an interleaved body's one-trip loop (CInterleavedPrinter.one_trip)
         return ["_ret = true;", "break;"] if self.flag_returns else ["return;"]
 
     def atomic(self, site: AtomicSite, buf: str, idx: str, val: str, expected: str | None, zero: str) -> str:
-        raise CodegenError("the C printer emits atomics itself (CEmitter.c_atomic)")
+        raise CodegenError("the C printer emits atomics itself (CEmitter.atomic)")
 
     def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
                  fresh: Callable[[str], str]) -> SubgroupCode:
@@ -141,157 +139,114 @@ class CEmitter(Emitter):
     lengths: dict[str, str] = field(default_factory=dict)
     ctarget: CudaCTarget = field(default_factory=CudaCTarget)
 
-    def expr(self, e: Expr, scope: dict[str, Binding]) -> str:
-        def sub(x: Expr) -> str:
-            return self.expr(x, scope)
+    # ---- expression syntax (vyre/codegen/emit.py's hooks) ----
+    def literal(self, e: Expr) -> str:
+        return c_literal(e)
 
-        match e:
-            case LitBool() | LitI32() | LitU32() | LitF32() | LitF64():
-                return c_literal(e)
-            case Var(name):
-                return scope[name].src
-            case Load(buf, index):
-                d = self.decl(buf)
-                i = sub(index)
-                b = self.buffer_src[buf]
-                got = f"{b}[{i}]" if self.in_bounds(i, index, d) else f"vy_ld({b}, {self.lengths[buf]}, {i})"
-                return f"({got} != 0)" if d.element is DataType.BOOL else got
-            case BufLen(buf):
-                return f"((unsigned){self.lengths[buf]})"
-            case InvocationId(axis):
-                return self.target.id_src("gid", axis)
-            case WorkgroupId(axis):
-                return self.target.id_src("wg", axis)
-            case LocalId(axis):
-                return self.target.id_src("lid", axis)
-            case SubgroupLocalId():
-                return self.target.id_src("lane", 0)
-            case SubgroupSize():
-                return "32u"
-            case BinOp(op, left, right):
-                return self.binop(op, left, right, scope)
-            case UnOp(op, operand):
-                return C_UNOP[op](self.type_of(operand, scope), sub(operand))
-            case Select(c, a, b):
-                return f"({sub(c)} ? {sub(a)} : {sub(b)})"
-            case Cast(target, value):
-                return c_cast(target, self.type_of(value, scope), sub(value))
-            case Fma(a, b, c):
-                return f"({sub(a)} * {sub(b)} + {sub(c)})"  # contracted or not, as numba's (--fmad=true)
-            case Atomic() | SubgroupBallot() | SubgroupShuffle() | SubgroupReduce():
-                raise CodegenError(f"{type(e).__name__} nested inside an expression. "
-                                   "Fix: bind it as the whole value of a Let (validation enforces this)")
-            case Call(op_id, _):
-                raise CodegenError(f"call of {op_id!r} was not inlined. Fix: run inline_calls first")
-            case _:
-                raise TypeError(f"not a vyre expression: {e!r}")
+    def load(self, buf: str, idx: str, proven: bool) -> str:
+        b = self.buffer_src[buf]
+        got = f"{b}[{idx}]" if proven else f"vy_ld({b}, {self.lengths[buf]}, {idx})"
+        return f"({got} != 0)" if self.decl(buf).element is DataType.BOOL else got  # bool buffers hold bytes
+
+    def buf_len(self, buf: str) -> str:
+        return f"((unsigned){self.lengths[buf]})"
+
+    def unop(self, op: UnOpKind, t: DataType, a: str) -> str:
+        return C_UNOP[op](t, a)
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        return f"({cond} ? {a} : {b})"
+
+    def cast(self, target: DataType, source: DataType, a: str) -> str:
+        return c_cast(target, source, a)
 
     def binop(self, op: BinOpKind, left: Expr, right: Expr, scope: dict[str, Binding]) -> str:
         return C_BINOP[op](self.type_of(left, scope), self.expr(left, scope), self.expr(right, scope))
 
-    def block(self, body: tuple[Node, ...], scope: dict[str, Binding], indent: int) -> None:
-        saved = self.facts
-        for n in body:
-            self.stmt(n, scope, indent)
-        self.facts = saved
+    # ---- statement syntax (emit.py's hooks: the statement walk there decides, these spell it) ----
+    def declare(self, t: DataType, name: str, value: str, const: bool = False) -> str:
+        return f"{'const ' if const else ''}{C_TYPE[t]} {name} = {value};"
 
-    def c_store(self, buf: str, value: str) -> str:
+    def assign(self, name: str, value: str) -> str:
+        return f"{name} = {value};"
+
+    def store(self, buf_src: str, idx: str, value: str) -> str:
+        return f"{buf_src}[{idx}] = {value};"
+
+    def store_value(self, buf: str, value: str) -> str:
         return f"(unsigned char)({value})" if self.decl(buf).element is DataType.BOOL else value
 
-    def stmt(self, n: Node, scope: dict[str, Binding], indent: int) -> None:
-        match n:
-            case Let(name, value):
-                t = self.type_of(value, scope)
-                if isinstance(value, Atomic):
-                    rhs = self.c_atomic(value, scope, result_used=name in self.read)
-                    self.emit(indent, f"{C_TYPE[t]} {self.let_target(name, t, scope)} = {rhs};")
-                elif isinstance(value, (SubgroupBallot, SubgroupShuffle, SubgroupReduce)):
-                    operand = value.cond if isinstance(value, SubgroupBallot) else value.value
-                    ot = self.type_of(operand, scope)
-                    inner = dict(scope)
-                    code = self.ctarget.subgroup(value, lambda x: self.expr(x, inner), ot, self.fresh)
-                    for line in code.lines:
-                        self.emit(indent, line)
-                    self.emit(indent, f"{C_TYPE[t]} {self.let_target(name, t, scope)} = {code.value};")
-                else:
-                    rhs = self.expr(value, scope)
-                    const = self.const_let(name, value, scope)
-                    dest = self.let_target(name, t, scope)
-                    if isinstance(value, BufLen) and name not in self.mutable:
-                        self.len_alias[dest] = value.buffer
-                    if const is not None:
-                        self.consts[dest] = const
-                    if name not in self.mutable:
-                        self.lanes.record(dest, self.lane_kind(value, scope))
-                    self.emit(indent, f"{C_TYPE[t]} {dest} = {rhs};")
-            case Assign(name, value):
-                self.emit(indent, f"{scope[name].src} = {self.expr(value, scope)};")
-            case Store(buf, index, value):
-                d = self.decl(buf)
-                i = self.expr(index, scope)
-                v = self.c_store(buf, self.expr(value, scope))
-                b = self.buffer_src[buf]
-                if self.in_bounds(i, index, d):
-                    self.emit(indent, f"{b}[{i}] = {v};")
-                else:
-                    tmp = self.fresh("_i")
-                    self.emit(indent, f"{{ unsigned {tmp} = {i};")
-                    self.emit(indent + 1, f"if ((long long){tmp} < {self.lengths[buf]}) {b}[{tmp}] = {v}; }}")
-            case If(cond, then, otherwise):
-                self.emit(indent, f"if ({self.expr(cond, scope)}) {{")
-                saved = self.facts
-                self.facts = saved | self.bound_facts(cond, scope)
-                self.block(then, dict(scope), indent + 1)
-                self.facts = saved
-                if otherwise:
-                    self.emit(indent, "} else {")
-                    self.block(otherwise, dict(scope), indent + 1)
-                self.emit(indent, "}")
-            case Loop(var, start, end, body):
-                s, e = self.expr(start, scope), self.expr(end, scope)
-                it, hi = self.fresh("_it"), self.fresh("_hi")
-                inner = dict(scope)
-                self.emit(indent, f"for (long long {it} = (long long)({s}), {hi} = (long long)({e}); "
-                                  f"{it} < {hi}; ++{it}) {{")
-                src = self.bind_local(var, DataType.U32, inner)
-                if var not in self.mutable and all(
-                        self.lane_kind(x, scope) is LaneKind.UNIFORM for x in (start, end)):
-                    self.lanes.record(src, LaneKind.UNIFORM)
-                self.emit(indent + 1, f"unsigned {src} = (unsigned){it};")
-                saved = self.facts
-                bound = self.len_of(end, scope)
-                if bound is not None:
-                    self.facts = saved | {(src, bound)}
-                self.block(body, inner, indent + 1)
-                self.facts = saved
-                self.emit(indent, "}")
-                if self.ctarget.flag_returns and has_return(body):
-                    self.emit(indent, "if (_ret) break;")  # a Return inside: leave the enclosing loop too
-            case Block(body) | Region(_, body):
-                self.emit(indent, "{")
-                self.block(body, dict(scope), indent + 1)
-                self.emit(indent, "}")
-            case Barrier():
-                for line in self.ctarget.barrier():
-                    self.emit(indent, line)
-            case Return():
-                for line in self.ctarget.ret():
-                    self.emit(indent, line)
-            case _:
-                raise TypeError(f"not a vyre node: {n!r}")
+    def _guarded(self, buf: str, idx: str, value: str) -> str:
+        return f"if ((long long){idx} < {self.lengths[buf]}) {self.store(self.buffer_src[buf], idx, value)}"
 
-    def c_atomic(self, a: Atomic, scope: dict[str, Binding], result_used: bool) -> str:
+    def guarded_store(self, indent: int, buf: str, idx: str, value: str) -> None:
+        self.emit(indent, self._guarded(buf, idx, value))
+
+    def unproven_store(self, indent: int, buf: str, idx: str, value: str) -> None:
+        tmp = self.fresh("_i")  # a block of its own holds the index's declaration
+        self.emit(indent, "{ " + self.declare(DataType.U32, tmp, idx))
+        self.emit(indent + 1, self._guarded(buf, tmp, value) + " }")
+
+    def if_open(self, cond: str) -> str:
+        return f"if ({cond}) {{"
+
+    def elif_open(self, cond: str) -> str:
+        return f"}} else if ({cond}) {{"
+
+    def else_open(self) -> str:
+        return "} else {"
+
+    def close(self, indent: int) -> None:
+        self.emit(indent, "}")
+
+    def open_scope(self, indent: int) -> int:
+        self.emit(indent, "{")
+        return indent + 1
+
+    def empty_block(self, indent: int) -> None:
+        pass
+
+    def all_of(self, conds: list[str]) -> str:
+        return " && ".join(conds)
+
+    def none_of(self, conds: list[str]) -> str:
+        return f"!({' || '.join(conds)})"
+
+    def loop_open(self, indent: int, start: str, end: str) -> str:
+        it, hi = self.fresh("_it"), self.fresh("_hi")
+        self.emit(indent, f"for (long long {it} = (long long)({start}), {hi} = (long long)({end}); "
+                          f"{it} < {hi}; ++{it}) {{")
+        return f"(unsigned){it}"
+
+    def break_if_returned(self, indent: int) -> None:
+        self.emit(indent, "if (_ret) break;")
+
+    def atomic(self, a: Atomic, scope: dict[str, Binding], result_used: bool = True) -> str:
         d = self.decl(a.buffer)
         b, n = self.buffer_src[a.buffer], self.lengths[a.buffer]
         idx, val = self.expr(a.index, scope), self.expr(a.value, scope)
-        site = AtomicSite(a.op, d.element, d.count, result_used, isinstance(a.value, (LitI32, LitU32)),
-                          self.lane_kind(a.index, scope) is LaneKind.DISTINCT)
-        helper = aggregation(site)
+        helper = aggregation(self.atomic_site(a, scope, result_used))
         if helper is not None:
             self.ctarget.warp_add_sites += 1
             return f"vy_warp_{helper}({b}, {n}, {idx}, {val}, {self.ctarget.warp_add_sites}LL)"
         args = f"&{b}[{idx}], {val}" if a.expected is None else f"&{b}[{idx}], {self.expr(a.expected, scope)}, {val}"
         return f"((long long)({idx}) < {n} ? {_ATOMIC_FN[a.op]}({args}) : {c_zero(d.element)})"
+
+
+@dataclass
+class CInterleavedPrinter(InterleavedPrinter):
+    """The interleave lowering's steps as C++ (vyre/codegen/cuda_interleave.py walks them through
+    :class:`CEmitter`'s syntax); ``solo_call``: a statement, with ``_q`` the invocation's index in
+    the group."""
+
+    def solo(self, indent: int) -> None:
+        self.em.emit(indent, f"for (int _q = 0; _q < {self.k}; ++_q) {self.solo_call}")
+        self.em.emit(indent, "return;")
+
+    def one_trip(self, body: tuple[Node, ...], scope: dict[str, Binding], indent: int) -> None:
+        self.em.emit(indent, "{ bool _ret = false; do {")
+        self.em.block(body, scope, indent + 1)
+        self.em.emit(indent, "} while (0); (void)_ret; }")
 
 
 def _params(storage: list[BufferDecl], src: dict[str, str], lengths: dict[str, str]) -> list[str]:
@@ -330,8 +285,6 @@ def emit_cuda_c(program: Program) -> CKernel:
         plan = interleaved_form(program)  # the interleave lowering (vyre/codegen/interleave.py), or None
         k = 1 if plan is None else plan.k
         if plan is not None:
-            from .cuda_c_interleave import CInterleavedPrinter
-
             buf_params = inv_params[len("unsigned _gid0"):]
             em.emit(0, f"static __device__ void vy_interleaved(long long _g, long long _stride{buf_params}) {{")
             em.emit(1, "const unsigned _gid1 = 0u, _gid2 = 0u;")

@@ -1,14 +1,16 @@
 """Prints the interleave pass's steps (vyre/codegen/interleave.py) as the body of the CUDA flat
-kernel's ``_vy_interleaved`` function: every decision was made by the pass; this module only
-writes each step once per invocation (switching the target's ``lane_k``, the invocation whose ids
-the emitter writes) or once for the group."""
+kernel's interleaved function (numba's ``_vy_interleaved``; the NVRTC route's ``vy_interleaved``
+through :class:`vyre.codegen.cuda_c.CInterleavedPrinter`): every decision was made by the pass;
+this module only writes each step once per invocation (switching the target's ``lane_k``, the
+invocation whose ids the emitter writes) or once for the group, in the emitter's syntax (its
+hooks, vyre/codegen/emit.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol, assert_never
 
-from ..ir import Expr, InvocationId, LitU32, Var
+from ..ir import DataType, Expr, InvocationId, LitU32, Node, Var
 from .emit import Binding, Emitter, Target
 from .interleave import AllIf, Each, Finish, Guard, Interleaved, IStep, Scope, Solo, StoreAll
 
@@ -46,7 +48,7 @@ class InterleavedPrinter:
         start = len(self.em.lines)
         self.block(steps, scopes, indent)
         if len(self.em.lines) == start:
-            self.em.emit(indent, "pass")
+            self.em.empty_block(indent)
 
     def block(self, steps: tuple[IStep, ...], scopes: Scopes, indent: int) -> None:
         saved = self.em.facts
@@ -66,59 +68,70 @@ class InterleavedPrinter:
             case AllIf(n, then, otherwise, solo):
                 conds = self.conditions(n.cond, scopes, indent)
                 saved = em.facts
-                em.emit(indent, f"if {' and '.join(conds)}:")
+                em.emit(indent, em.if_open(em.all_of(conds)))
                 self.add_facts(n.cond, scopes)
                 self.body(then, [dict(x) for x in scopes], indent + 1)
                 em.facts = saved
-                em.emit(indent, f"elif not ({' or '.join(conds)}):")
+                em.emit(indent, em.elif_open(em.none_of(conds)))
                 self.body(otherwise, [dict(x) for x in scopes], indent + 1)
-                em.emit(indent, "else:")
+                em.emit(indent, em.else_open())
                 if solo:
                     self.solo(indent + 1)
-                    return
-                for k in range(self.k):  # each invocation runs its own branch, in turn
-                    self._set(k)
-                    em.emit(indent + 1, f"if {conds[k]}:")
-                    em.facts = saved | em.bound_facts(n.cond, scopes[k])
-                    em.block(n.then, dict(scopes[k]), indent + 2)
-                    em.facts = saved
-                    if n.otherwise:
-                        em.emit(indent + 1, "else:")
-                        em.block(n.otherwise, dict(scopes[k]), indent + 2)
+                else:
+                    for k in range(self.k):  # each invocation runs its own branch, in turn
+                        self._set(k)
+                        em.emit(indent + 1, em.if_open(conds[k]))
+                        em.facts = saved | em.bound_facts(n.cond, scopes[k])
+                        em.block(n.then, dict(scopes[k]), indent + 2)
+                        em.facts = saved
+                        if n.otherwise:
+                            em.emit(indent + 1, em.else_open())
+                            em.block(n.otherwise, dict(scopes[k]), indent + 2)
+                        em.close(indent + 1)
+                em.close(indent)
             case Scope(_, body):
-                self.block(body, [dict(x) for x in scopes], indent)
+                self.block(body, [dict(x) for x in scopes], em.open_scope(indent))
+                em.close(indent)
             case Guard(n, returns_in_then, branch, rest, fallback):
                 conds = self.conditions(n.cond, scopes, indent)
                 saved_facts = em.facts
                 if returns_in_then:
-                    em.emit(indent, f"if not ({' or '.join(conds)}):")
+                    em.emit(indent, em.if_open(em.none_of(conds)))
                 else:
-                    em.emit(indent, f"if {' and '.join(conds)}:")
+                    em.emit(indent, em.if_open(em.all_of(conds)))
                     self.add_facts(n.cond, scopes)
                 inner = [dict(x) for x in scopes]
                 self.body(branch, [dict(x) for x in inner], indent + 1)
                 em.facts = saved_facts
                 self.body(rest, inner, indent + 1)
-                em.emit(indent, "else:")
+                em.emit(indent, em.else_open())
                 self.step(fallback, scopes, indent + 1)
+                em.close(indent)
             case Solo():
                 self.solo(indent)
             case Finish(rest):
+                # each invocation finishes on its own; a Return leaves its one-trip loop (and the
+                # loops around it, through the `_ret` checks the emitter writes after them)
                 self.target.flag_returns = True
                 for k in range(self.k):
                     self._set(k)
-                    em.emit(indent, "_ret = False")
-                    em.emit(indent, "for _once in range(1):")
-                    em.block(rest, dict(scopes[k]), indent + 1)
+                    self.one_trip(rest, dict(scopes[k]), indent)
                 self.target.flag_returns = False
             case _:
                 assert_never(s)
 
+    # ---- the two forms only this printer writes (numba Python; cuda_c.py's subclass: C++) ----
     def solo(self, indent: int) -> None:
         """Hand the whole group to the one-by-one path (nothing has been written yet)."""
         self.em.emit(indent, f"for _q in range({self.k}):")
         self.em.emit(indent + 1, self.solo_call)
         self.em.emit(indent, "return")
+
+    def one_trip(self, body: tuple[Node, ...], scope: dict[str, Binding], indent: int) -> None:
+        """``body`` in a loop of one trip that a flagged Return breaks out of, setting ``_ret``."""
+        self.em.emit(indent, "_ret = False")
+        self.em.emit(indent, "for _once in range(1):")
+        self.em.block(body, scope, indent + 1)
 
     def store_all(self, buf: str, index: Expr, value: Expr, scopes: Scopes, indent: int) -> None:
         em = self.em
@@ -131,17 +144,16 @@ class InterleavedPrinter:
             proven = em.in_bounds(i, index, d)
             if not isinstance(index, (Var, LitU32, InvocationId)):
                 tmp = em.fresh("_i")
-                em.emit(indent, f"{tmp} = {i}")
+                em.emit(indent, em.declare(DataType.U32, tmp, i))
                 i = tmp
             v = em.fresh("_v")
-            em.emit(indent, f"{v} = {em.expr(value, scopes[k])}")
-            targets.append((i, v, proven))
+            em.emit(indent, em.declare(em.type_of(value, scopes[k]), v, em.expr(value, scopes[k])))
+            targets.append((i, em.store_value(buf, v), proven))
         for i, v, proven in targets:
             if proven:
-                em.emit(indent, f"{b}[{i}] = {v}")
+                em.emit(indent, em.store(b, i, v))
             else:
-                em.emit(indent, f"if {i} < {b}.shape[0]:")
-                em.emit(indent + 1, f"{b}[{i}] = {v}")
+                em.guarded_store(indent, buf, i, v)
 
     def add_facts(self, cond: Expr, scopes: Scopes) -> None:
         """Bounds that ``cond`` proves for every invocation (all K conditions hold)."""
@@ -154,6 +166,6 @@ class InterleavedPrinter:
         for k in range(self.k):
             self._set(k)
             c = self.em.fresh("_c")
-            self.em.emit(indent, f"{c} = {self.em.expr(cond, scopes[k])}")
+            self.em.emit(indent, self.em.declare(DataType.BOOL, c, self.em.expr(cond, scopes[k]), const=True))
             out.append(c)
         return out

@@ -1,7 +1,10 @@
 """The shared statement and expression emitter.
 
 One emitter turns a validated, call-inlined Program into numba Python source; a :class:`Target`
-supplies the few target-specific pieces (ids, atomics, barriers, subgroup operations). Nothing a user
+supplies the few target-specific pieces (ids, atomics, barriers, subgroup operations). Its walk of
+statements and expressions decides what is emitted (bounds facts, constants, lane kinds, guards);
+the spelling goes through a few syntax hooks (``declare``, ``if_open``, ``load``, ...), which the
+NVRTC route's printer overrides to print the same decisions as C++ (vyre/codegen/cuda_c.py). Nothing a user
 wrote reaches the source as text except validated identifiers, and those only inside mangled names
 (``v3_x``, ``b0_out``); literals are emitted from their typed values.
 """
@@ -18,7 +21,7 @@ from ..ir import (
     Assign, Atomic, AtomicOp, Barrier, BinOp, BinOpKind, Block, BufferDecl, BufLen, Call, Cast,
     DataType, Expr, Fma, If, InvocationId, Let, LitBool, LitF32, LitF64, LitI32, LitU32, Load,
     LocalId, Loop, Node, Program, Region, Return, Select, Store, SubgroupBallot, SubgroupLocalId,
-    SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, Var, WorkgroupId, node_exprs, walk,
+    SubgroupReduce, SubgroupShuffle, SubgroupSize, UnOp, UnOpKind, Var, WorkgroupId, node_exprs, walk,
     walk_nodes,
 )
 from ..ir.typing import expr_type
@@ -27,7 +30,7 @@ from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 from .ranges import RangeCtx, Resolve
 
 CODEGEN_VERSION = 15
-#: Bump when the C++ the NVRTC route prints changes (codegen/c_ops.py, cuda_c.py, cuda_c_interleave.py):
+#: Bump when the C++ the NVRTC route prints changes (codegen/c_ops.py, cuda_c.py, this module's walk):
 #: part of that route's binary keys (kept here, which ``import vyre`` loads, so a cache hit imports no printer).
 CUDA_C_VERSION = 2
 
@@ -208,18 +211,14 @@ class Emitter:
 
         match e:
             case LitBool() | LitI32() | LitU32() | LitF32() | LitF64():
-                return literal(e)
+                return self.literal(e)
             case Var(name):
                 return scope[name].src
             case Load(buf, index):
-                d = self.decl(buf)
                 i = sub(index)
-                b = self.buffer_src[buf]
-                if self.in_bounds(i, index, d, scope):
-                    return f"{b}[{i}]"
-                return f"_vy_ld({b}, {i}, {zero_of(d.element)})"
+                return self.load(buf, i, self.in_bounds(i, index, self.decl(buf), scope))
             case BufLen(buf):
-                return f"uint32({self.buffer_src[buf]}.shape[0])"
+                return self.buf_len(buf)
             case InvocationId(axis):
                 return self.target.id_src("gid", axis)
             case WorkgroupId(axis):
@@ -229,18 +228,17 @@ class Emitter:
             case SubgroupLocalId():
                 return self.target.id_src("lane", 0)
             case SubgroupSize():
-                return "uint32(32)"
+                return self.literal(LitU32(32))
             case BinOp(op, left, right):
                 return self.binop(op, left, right, scope)
             case UnOp(op, operand):
-                t = self.type_of(operand, scope)
-                return UNOP_EMIT[op](t, sub(operand))
+                return self.unop(op, self.type_of(operand, scope), sub(operand))
             case Select(c, a, b):
-                return f"({sub(a)} if {sub(c)} else {sub(b)})"
+                return self.select(sub(c), sub(a), sub(b))
             case Cast(target, value):
-                return emit_cast(target, self.type_of(value, scope), sub(value))
+                return self.cast(target, self.type_of(value, scope), sub(value))
             case Fma(a, b, c):
-                return f"({sub(a)} * {sub(b)} + {sub(c)})"
+                return f"({sub(a)} * {sub(b)} + {sub(c)})"  # contracted as the compiler chooses (CUDA: --fmad=true)
             case Atomic() | SubgroupBallot() | SubgroupShuffle() | SubgroupReduce():
                 raise CodegenError(
                     f"{type(e).__name__} nested inside an expression. "
@@ -277,6 +275,94 @@ class Emitter:
             return None
         return self.consts[scope[value.name].src] if isinstance(value, Var) else value
 
+    # ---- expression syntax: numba Python here; the C++ printer overrides these (cuda_c.py) ----
+    def literal(self, e: Expr) -> str:
+        return literal(e)
+
+    def load(self, buf: str, idx: str, proven: bool) -> str:
+        """A load of ``buf[idx]``: unguarded where ``proven`` in bounds, else zero past the end."""
+        b = self.buffer_src[buf]
+        return f"{b}[{idx}]" if proven else f"_vy_ld({b}, {idx}, {zero_of(self.decl(buf).element)})"
+
+    def buf_len(self, buf: str) -> str:
+        return f"uint32({self.buffer_src[buf]}.shape[0])"
+
+    def unop(self, op: UnOpKind, t: DataType, a: str) -> str:
+        return UNOP_EMIT[op](t, a)
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        return f"({a} if {cond} else {b})"
+
+    def cast(self, target: DataType, source: DataType, a: str) -> str:
+        return emit_cast(target, source, a)
+
+    # ---- statement syntax: numba Python here; the C++ printer overrides these (vyre/codegen/cuda_c.py) ----
+    # The statement walk below decides what is emitted (bounds facts, constants, lane kinds, guards,
+    # atomics, subgroup operations) once for both languages; these hooks only spell it.
+    def declare(self, t: DataType, name: str, value: str, const: bool = False) -> str:
+        """The statement binding the new local ``name`` (of type ``t``; ``const``: never reassigned)."""
+        return f"{name} = {value}"
+
+    def assign(self, name: str, value: str) -> str:
+        return f"{name} = {value}"
+
+    def store(self, buf_src: str, idx: str, value: str) -> str:
+        """An unguarded store (``value`` as :meth:`store_value` gives it)."""
+        return f"{buf_src}[{idx}] = {value}"
+
+    def store_value(self, buf: str, value: str) -> str:
+        """``value`` as it is stored into ``buf``."""
+        return value
+
+    def guarded_store(self, indent: int, buf: str, idx: str, value: str) -> None:
+        """Store at ``idx`` (a name or literal) of ``buf`` only where it is in bounds."""
+        b = self.buffer_src[buf]
+        self.emit(indent, f"if {idx} < {b}.shape[0]:")
+        self.emit(indent + 1, self.store(b, idx, value))
+
+    def unproven_store(self, indent: int, buf: str, idx: str, value: str) -> None:
+        """A store whose index no fact proves in bounds: the index is evaluated once, then guarded."""
+        tmp = self.fresh("_i")
+        self.emit(indent, self.declare(DataType.U32, tmp, idx))
+        self.guarded_store(indent, buf, tmp, value)
+
+    def if_open(self, cond: str) -> str:
+        return f"if {cond}:"
+
+    def elif_open(self, cond: str) -> str:
+        return f"elif {cond}:"
+
+    def else_open(self) -> str:
+        return "else:"
+
+    def close(self, indent: int) -> None:
+        """End the block an ``*_open`` line (or :meth:`open_scope`, :meth:`loop_open`) began."""
+
+    def open_scope(self, indent: int) -> int:
+        """Begin a nested scope; its statements' indentation."""
+        return indent
+
+    def empty_block(self, indent: int) -> None:
+        """What a block that emitted nothing holds."""
+        self.emit(indent, "pass")
+
+    def all_of(self, conds: list[str]) -> str:
+        return " and ".join(conds)
+
+    def none_of(self, conds: list[str]) -> str:
+        return f"not ({' or '.join(conds)})"
+
+    def loop_open(self, indent: int, start: str, end: str) -> str:
+        """Open a loop counting from ``start`` up to ``end`` (int64); the counter's source as a u32."""
+        it = self.fresh("_it")
+        self.emit(indent, f"for {it} in range(int64({start}), int64({end})):")
+        return f"uint32({it})"
+
+    def break_if_returned(self, indent: int) -> None:
+        """After a loop holding a flagged Return (``Target.flag_returns``): leave the enclosing loop too."""
+        self.emit(indent, "if _ret:")
+        self.emit(indent + 1, "break")
+
     # ---- statements --------------------------------------------------------------------
     def emit(self, indent: int, text: str) -> None:
         self.lines.append("    " * indent + text)
@@ -298,7 +384,7 @@ class Emitter:
             self.stmt(n, scope, indent)
         self.facts, self.ranges = saved, saved_ranges
         if len(self.lines) == start:
-            self.emit(indent, "pass")
+            self.empty_block(indent)
 
     def stmt(self, n: Node, scope: dict[str, Binding], indent: int) -> None:
         match n:
@@ -306,7 +392,7 @@ class Emitter:
                 t = self.type_of(value, scope)
                 if isinstance(value, Atomic):
                     rhs = self.atomic(value, scope, result_used=name in self.read)
-                    self.emit(indent, f"{self.let_target(name, t, scope)} = {rhs}")
+                    self.emit(indent, self.declare(t, self.let_target(name, t, scope), rhs))
                 elif isinstance(value, (SubgroupBallot, SubgroupShuffle, SubgroupReduce)):
                     operand = value.cond if isinstance(value, SubgroupBallot) else value.value
                     ot = self.type_of(operand, scope)
@@ -314,7 +400,7 @@ class Emitter:
                     code = self.target.subgroup(value, lambda x: self.expr(x, inner), ot, self.fresh)
                     for line in code.lines:
                         self.emit(indent, line)
-                    self.emit(indent, f"{self.let_target(name, t, scope)} = {code.value}")
+                    self.emit(indent, self.declare(t, self.let_target(name, t, scope), code.value))
                 else:
                     rhs = self.expr(value, scope)
                     const = self.const_let(name, value, scope)
@@ -330,23 +416,19 @@ class Emitter:
                         self.consts[dest] = const
                     if name not in self.mutable:
                         self.lanes.record(dest, self.lane_kind(value, scope))
-                    self.emit(indent, f"{dest} = {rhs}")
+                    self.emit(indent, self.declare(t, dest, rhs))
             case Assign(name, value):
-                self.emit(indent, f"{scope[name].src} = {self.expr(value, scope)}")
+                self.emit(indent, self.assign(scope[name].src, self.expr(value, scope)))
             case Store(buf, index, value):
                 d = self.decl(buf)
                 i = self.expr(index, scope)
-                v = self.expr(value, scope)
-                b = self.buffer_src[buf]
+                v = self.store_value(buf, self.expr(value, scope))
                 if self.in_bounds(i, index, d, scope):
-                    self.emit(indent, f"{b}[{i}] = {v}")
+                    self.emit(indent, self.store(self.buffer_src[buf], i, v))
                 else:
-                    tmp = self.fresh("_i")
-                    self.emit(indent, f"{tmp} = {i}")
-                    self.emit(indent, f"if {tmp} < {b}.shape[0]:")
-                    self.emit(indent + 1, f"{b}[{tmp}] = {v}")
+                    self.unproven_store(indent, buf, i, v)
             case If(cond, then, otherwise):
-                self.emit(indent, f"if {self.expr(cond, scope)}:")
+                self.emit(indent, self.if_open(self.expr(cond, scope)))
                 saved, saved_ranges = self.facts, self.ranges
                 self.facts = saved | self.bound_facts(cond, scope)
                 if saved_ranges is not None:
@@ -358,19 +440,19 @@ class Emitter:
                     if saved_ranges is not None:
                         self.ranges = saved_ranges.child()
                         self.ranges.assume(cond, self.resolver(scope), holds=False)
-                    self.emit(indent, "else:")
+                    self.emit(indent, self.else_open())
                     self.block(otherwise, dict(scope), indent + 1)
                 self.ranges = saved_ranges
+                self.close(indent)
             case Loop(var, start, end, body):
                 s, e = self.expr(start, scope), self.expr(end, scope)
-                it = self.fresh("_it")
                 inner = dict(scope)
-                self.emit(indent, f"for {it} in range(int64({s}), int64({e})):")
+                counter = self.loop_open(indent, s, e)
                 src = self.bind_local(var, DataType.U32, inner)
                 if var not in self.mutable and all(
                         self.lane_kind(x, scope) is LaneKind.UNIFORM for x in (start, end)):
                     self.lanes.record(src, LaneKind.UNIFORM)
-                self.emit(indent + 1, f"{src} = uint32({it})")
+                self.emit(indent + 1, self.declare(DataType.U32, src, counter))
                 saved, saved_ranges = self.facts, self.ranges
                 bound = self.len_of(end, scope)
                 if bound is not None:
@@ -380,11 +462,12 @@ class Emitter:
                     self.ranges.loop(src, start, end, self.resolver(scope))
                 self.block(body, inner, indent + 1)
                 self.facts, self.ranges = saved, saved_ranges
-                if self.target.flag_returns and any(isinstance(m, Return) for m in walk_nodes(body)):
-                    self.emit(indent, "if _ret:")  # a Return inside: leave the enclosing loop too
-                    self.emit(indent + 1, "break")
+                self.close(indent)
+                if self.target.flag_returns and has_return(body):
+                    self.break_if_returned(indent)  # a Return inside: leave the enclosing loop too
             case Block(body) | Region(_, body):
-                self.block(body, dict(scope), indent)
+                self.block(body, dict(scope), self.open_scope(indent))
+                self.close(indent)
             case Barrier():
                 for line in self.target.barrier():
                     self.emit(indent, line)
@@ -397,10 +480,13 @@ class Emitter:
     def atomic(self, a: Atomic, scope: dict[str, Binding], result_used: bool = True) -> str:
         d = self.decl(a.buffer)
         ex = None if a.expected is None else self.expr(a.expected, scope)
-        site = AtomicSite(a.op, d.element, d.count, result_used, isinstance(a.value, (LitI32, LitU32)),
+        return self.target.atomic(self.atomic_site(a, scope, result_used), self.buffer_src[a.buffer],
+                                  self.expr(a.index, scope), self.expr(a.value, scope), ex, zero_of(d.element))
+
+    def atomic_site(self, a: Atomic, scope: dict[str, Binding], result_used: bool) -> AtomicSite:
+        d = self.decl(a.buffer)
+        return AtomicSite(a.op, d.element, d.count, result_used, isinstance(a.value, (LitI32, LitU32)),
                           self.lane_kind(a.index, scope) is LaneKind.DISTINCT)
-        return self.target.atomic(site, self.buffer_src[a.buffer], self.expr(a.index, scope),
-                                  self.expr(a.value, scope), ex, zero_of(d.element))
 
     def lane_kind(self, e: Expr, scope: dict[str, Binding]) -> LaneKind:
         """How ``e`` varies across a warp's lanes (vyre/codegen/lanes.py)."""
