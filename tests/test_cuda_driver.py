@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.fake_cuda import FakeCuda, FakeDeviceArray, fake_cubin
+from tests.fake_cuda import FakeCuda, FakeDeviceArray, fake_cubin, seed_cubins
 from vyre.driver import binary_cache, cuda_binary, cuda_driver, cuda_launch, fast_launch
 from vyre.driver.cuda_driver import CudaDriverError
 from vyre.driver.dispatch import Kernel, compile as vcompile
@@ -297,15 +297,7 @@ def child(mode: str) -> None:
     cuda_driver.install(f.driver())
     fast_launch._launcher = f.launcher
     f.register(ENTRY, [np.uint32] * 3, 2, fake_kernel(True))
-    read = binary_cache.read
-
-    def leave_one(backend: str, key: str) -> binary_cache.Record | None:
-        if backend == "cuda" and not binary_cache.path_for(backend, key).exists():
-            meta = {"entry": ENTRY, "flat": True, "format": cuda_binary.CUDA_BINARY_VERSION}
-            binary_cache.write(backend, binary_cache.Record(key, meta, {cuda_binary.CUBIN: fake_cubin(ENTRY)}))
-        return read(backend, key)
-
-    binary_cache.read = leave_one  # type: ignore[assignment]
+    seed_cubins(ENTRY)
     import vyre
     from vyre.codegen import cuda as codegen_cuda  # only to prove it is not called
     from vyre.driver.dispatch import _kernel_for

@@ -132,7 +132,7 @@ def _warm_cuda_child(mode: str) -> None:
     program, reporting what that dispatch brought in."""
     import numpy as np
 
-    from tests.fake_cuda import FakeCuda, FakeDeviceArray, fake_cubin
+    from tests.fake_cuda import FakeCuda, FakeDeviceArray, seed_cubins
     from vyre.driver import cuda_driver, fast_launch
 
     entry = "vyre_fake_kernel"
@@ -146,17 +146,7 @@ def _warm_cuda_child(mode: str) -> None:
 
     fake.register(entry, [np.float32] * 2, 2, kernel)
     if mode == "prep":
-        from vyre.driver import binary_cache, cuda_binary
-
-        read_entry = binary_cache.read
-
-        def leave_one(backend: str, key: str) -> binary_cache.Record | None:
-            if backend == "cuda" and not binary_cache.path_for(backend, key).exists():
-                meta = {"entry": entry, "flat": True, "format": cuda_binary.CUDA_BINARY_VERSION}
-                binary_cache.write(backend, binary_cache.Record(key, meta, {cuda_binary.CUBIN: fake_cubin(entry)}))
-            return read_entry(backend, key)
-
-        binary_cache.read = leave_one  # type: ignore[assignment]
+        seed_cubins(entry)
     p = _doubled()
     xs = np.arange(300, dtype=np.float32)
     r, row = _first_dispatch(p, {"x": FakeDeviceArray(xs), "out": FakeDeviceArray(np.zeros_like(xs))}, "cuda")
