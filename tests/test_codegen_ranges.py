@@ -25,7 +25,7 @@ from vyre.ir import (
     U32, BinOp, BinOpKind, BufferDecl, Expr, If, Node, Program, Select, assign, buflen, gid, if_, let, lid,
     load, loop, maximum, minimum, output, read, store, u32, var, walk_nodes, wgid,
 )
-from vyre.ops import linalg, reduce
+from vyre.ops import linalg, reduce, rowwise
 from tests.strategies import program_and_inputs
 
 CANARY = 0xDEADBEEF
@@ -196,6 +196,31 @@ def test_the_ops_lane_loops_are_proven_in_range() -> None:
         assert "_vy_ld(" not in body
         loads = [ln for ln in body.splitlines() if "shape[0]:" in ln and "_i" in ln]
         assert len(loads) <= 2, loads  # at most the final stores of matvec's last rows
+
+
+def test_the_row_ops_lane_loops_are_proven_in_range() -> None:
+    """The CPU form of the row-wise ops (lanes=True, what vyre.ops runs): the branch that folds a
+    row into a lane array has no guard (every row's span is clipped with bounded_span)."""
+    t = reduce.DataType.F32
+    kw = {"gpu": False, "wg": 1, "lanes": True}
+    progs = [rowwise.row_program(k, t, **kw) for k in ("sum", "max")]
+    progs += [rowwise.logsumexp_program(t, **kw), rowwise.softmax_program(t, **kw),
+              rowwise.layer_norm_program(t, 1e-5, **kw), rowwise.softmax_grad_program(t, **kw),
+              rowwise.layer_norm_grad_program(t, **kw)]
+    for p in progs:
+        lines = _kernel(emit_cpu(p)).splitlines()
+        lines = lines[:next(i for i, ln in enumerate(lines) if "def vyre_kernel_parallel" in ln)]
+        starts = [i for i, ln in enumerate(lines) if "_cols >= uint32(" in ln]
+        assert starts, p.body
+        for s in starts:
+            indent = len(lines[s]) - len(lines[s].lstrip())
+            branch = []
+            for ln in lines[s + 1:]:
+                if len(ln) - len(ln.lstrip()) <= indent:
+                    break
+                branch.append(ln)
+            assert any("lanes_" in ln for ln in branch)
+            assert not [ln for ln in branch if "_vy_ld(" in ln or (ln.lstrip().startswith("if") and "shape[0]" in ln)]
 
 
 def _prog(body: list[Node]) -> Program:

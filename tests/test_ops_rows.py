@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vyre.ops as vo
-from tests.ops_cases import floats_array
+from tests.ops_cases import check_sum, floats_array
 from vyre.ops import linalg as L
 from vyre.ops import rowwise as W
+from vyre.ops._rows import LANES_MIN_COLS
 
 FORMS = [("cpu", None), ("interp", None), ("interp", True)]
 SHAPES = st.tuples(st.integers(0, 5), st.one_of(st.sampled_from([0, 1, 7, 31, 32, 33, 255, 257, 1025]),
@@ -59,6 +60,47 @@ def test_row_reductions(backend: str, gpu_form: bool | None, x: np.ndarray) -> N
         want_max = np.max(xd, -1) if x.shape[1] else np.full(x.shape[0], -np.inf)
     np.testing.assert_array_equal(W._row_reduce("max", x, backend, gpu_form), want_max)
     _close(W._row_reduce("lse", x, backend, gpu_form), _ref_lse(xd), x.dtype, 4)
+
+
+#: around the CPU form's switch to lane arrays, and across its steps of 256, 128 and the tail
+LANE_SHAPES = st.tuples(st.integers(1, 3), st.one_of(
+    st.sampled_from([LANES_MIN_COLS - 1, LANES_MIN_COLS, 255, 256, 257, 383, 384, 513]), st.integers(0, 700)))
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> None:
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert np.array_equal(a, b, equal_nan=True), (a, b)
+    assert np.array_equal(np.signbit(a) | np.isnan(a), np.signbit(b) | np.isnan(b))
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_cpu_form_is_bit_identical_on_cpu_and_interpreter(data: st.DataObject) -> None:
+    """The CPU form (lane arrays from LANES_MIN_COLS columns, accumulators below) runs the same
+    program on both backends: fixed order, so the results agree bit for bit, NaN and inf rows too."""
+    r, c = data.draw(LANE_SHAPES)
+    dt = data.draw(st.sampled_from([np.float32, np.float64]))
+    x = floats_array(data.draw, r * c, dt, data.draw(st.booleans())).reshape(r, c)
+    for f in (vo.row_sum, vo.row_max, vo.logsumexp):
+        _same_bits(f(x, backend="cpu"), f(x, backend="interp"))
+    for f2 in (lambda x, b: vo.softmax(x, backend=b, return_lse=True),
+               lambda x, b: vo.layer_norm(x, backend=b, return_stats=True)):
+        for got, want in zip(f2(x, "cpu"), f2(x, "interp"), strict=True):
+            _same_bits(got, want)
+
+
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_row_sum_is_within_the_documented_bound(data: st.DataObject) -> None:
+    """Each row's sum against ``math.fsum`` within docs/ops.md's bound (f32 rounds the f64 sum once;
+    f64 within ``chain_bound(cols) 2^-53 sum|x|``), through the lane arrays and the accumulators."""
+    r, c = data.draw(LANE_SHAPES)
+    dt = data.draw(st.sampled_from([np.float32, np.float64]))
+    x = floats_array(data.draw, r * c, dt, data.draw(st.booleans())).reshape(r, c)
+    got = vo.row_sum(x, backend="cpu")
+    for i in range(r):
+        check_sum(float(got[i]), x[i])
 
 
 @pytest.mark.parametrize("backend, gpu_form", FORMS)

@@ -11,8 +11,8 @@ import math
 from collections.abc import Callable
 
 from ..ir import (
-    U32, BinOpKind, BufferDecl, DataType, Expr, Node, UnOpKind, barrier, cast, if_, lane, let,
-    lid, loop, select, store, subgroup_reduce, u32, unop, var, workgroup,
+    U32, BinOpKind, BufferDecl, DataType, Expr, Node, UnOpKind, barrier, buflen, cast, if_, lane,
+    let, lid, loop, minimum, select, store, subgroup_reduce, u32, unop, var, workgroup,
 )
 from ..ir.expr import Var, lit
 
@@ -101,6 +101,65 @@ def halving(lanes: BufferDecl, count: int, step: Callable[[Expr, Expr], Expr], p
         ]))
         half //= 2
     return out
+
+
+def bounded_span(n: Expr, start: Expr, length: Expr, prefix: str = "") -> list[Node]:
+    """``<prefix>lo``, ``<prefix>len``, ``<prefix>hi``: the span of ``length`` elements from ``start``,
+    clipped to ``[0, n)`` (``n``: a local or length). Written so that u32 arithmetic provably never
+    wraps (``hi = lo + min(length, n - lo)``, not ``min(start + length, n)``, which wraps when
+    ``length`` is huge), which lets the range analysis (vyre/codegen/ranges.py) prove every index
+    below ``hi`` in range. Where the span lies inside ``[0, n)`` (every caller's case) it is exactly
+    ``[start, start + length)``."""
+    lo = var(f"{prefix}lo")
+    return [
+        let(lo.name, minimum(start, n)),
+        let(f"{prefix}len", minimum(length, n - lo)),
+        let(f"{prefix}hi", lo + var(f"{prefix}len")),
+    ]
+
+
+def lane_fold(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pair: int, prefix: str = ""
+              ) -> list[Node]:
+    """Fold ``term(i)`` for every ``i`` of the span ``[<prefix>lo, <prefix>hi)`` (bound by
+    :func:`bounded_span`, ``<prefix>len`` elements) into the lane array ``lanes`` (already holding
+    the identity), CPU form: each step adds ``len(lanes)`` consecutive elements, element ``k`` into
+    lane ``k`` (``pair`` of them per lane and step, combined pairwise before they meet the lane:
+    one load and store of the lane per ``pair`` elements), then ``len(lanes)`` at a time, then the
+    last ``< len(lanes)`` one per lane. The loops over ``k`` are elementwise, so LLVM vectorises
+    them (numba compiles without fast-math: a loop-carried scalar sum stays scalar), and every
+    index is proven in range (``p + k < lo + span m2 <= lo + len = hi``), so they carry no guard.
+    Merge the lanes after with :func:`halving`."""
+    nl = lanes.count
+    span = nl * pair
+
+    def v(name: str) -> Expr:
+        return var(f"{prefix}{name}")
+
+    def into(i: Expr, slot: Expr, tmp: str) -> list[Node]:
+        return [let(tmp, term(i)), store(lanes, slot, comb.step(lanes[slot], var(tmp)))]
+
+    def into_pairs(i: Expr, slot: Expr, tmp: str) -> list[Node]:
+        vals = [var(f"{tmp}{u}") for u in range(pair)]
+        nodes: list[Node] = [let(x.name, term(i + u32(u * nl) if u else i)) for u, x in enumerate(vals)]
+        more, part = tree(f"{tmp}t", list(vals), comb)
+        return [*nodes, *more, store(lanes, slot, comb.step(lanes[slot], part))]
+
+    k = var("k")
+    return [
+        let(f"{prefix}m2", v("len") / u32(span)),
+        loop(f"{prefix}j", u32(0), v("m2"), [
+            let(f"{prefix}p", v("lo") + v("j") * u32(span)),
+            loop("k", u32(0), buflen(lanes), into_pairs(v("p") + k, k, f"{prefix}v")),
+        ]),
+        let(f"{prefix}s0", v("lo") + v("m2") * u32(span)),
+        let(f"{prefix}m1", (v("len") - v("m2") * u32(span)) / u32(nl)),
+        loop(f"{prefix}j1", u32(0), v("m1"), [
+            let(f"{prefix}p1", v("s0") + v("j1") * u32(nl)),
+            loop("k", u32(0), buflen(lanes), into(v("p1") + k, k, f"{prefix}u")),
+        ]),
+        let(f"{prefix}t0", v("s0") + v("m1") * u32(nl)),
+        loop(f"{prefix}q", v("t0"), v("hi"), into(v("q"), v("q") - v("t0"), f"{prefix}w")),
+    ]
 
 
 def subgroup_combine(prefix: str, value: Expr, comb: Combine, t: DataType) -> tuple[list[Node], Expr]:

@@ -10,8 +10,11 @@ into the matrix (``base + j``, for stores).
 * GPU form, resident (``resident == R``, for rows of at most ``lanes * R`` elements): each
   invocation loads its ``R`` elements once, into locals, the first time a buffer is used; every
   later pass (max, sum, write) works on those locals, so the row is read from memory once.
-* CPU form: one invocation walks the row with stride 1 in steps of ``unroll`` elements, then the
-  remainder one by one.
+* CPU form: one invocation walks the row with stride 1. Reductions fold into a *lane array* of
+  :data:`~vyre.ops.reduce.CPU_LANES` accumulators in workgroup memory (one invocation per
+  workgroup, so it is private), as the whole-array reductions' CPU form does
+  (vyre.ops._blocks.lane_fold: an elementwise loop LLVM vectorises, guard-free, then the lanes
+  merge by halving); elementwise passes take one element per iteration.
 
 In the looping forms a whole step of the main loop runs inside one ``If`` that every index of the
 step is below the length of the buffers it touches. It always holds there, but it lets the
@@ -23,9 +26,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..ir import DataType, Expr, Node, assign, buflen, if_, let, load, loop, select, u32, var
+from ..ir import (
+    BufferDecl, DataType, Expr, Node, assign, buflen, if_, let, load, loop, minimum, select, store, u32, var,
+    workgroup,
+)
 from ..ir.expr import lit
-from ._blocks import Combine, tree
+from ._blocks import Combine, bounded_span, halving, lane_fold, tree
+from .reduce import CPU_LANES, CPU_PAIR
+
+#: CPU form: rows this long or longer reduce through a lane array, shorter ones into ``unroll``
+#: scalar accumulators (measured, BENCHMARKS.md: 16-column rows ran 2x slower through lanes)
+LANES_MIN_COLS = 128
 
 Access = Callable[[str], Expr]
 
@@ -44,6 +55,11 @@ class RowLoop:
     resident: int = 0
     cols_of: tuple[str, ...] = ()
     elements: dict[str, DataType] = field(default_factory=dict)  # element types (resident form)
+    #: CPU form: reduce rows of at least LANES_MIN_COLS elements through lane arrays (not
+    #: differentiable: reverse mode refuses workgroup memory written in a loop)
+    lane_reduce: bool = False
+    #: CPU form: the lane arrays the reductions use, one per accumulator type (add them to the program)
+    lane_arrays: dict[DataType, BufferDecl] = field(default_factory=dict)
     _cached: set[str] = field(default_factory=set)
 
     def _access(self, i: Expr, j: Expr) -> Access:
@@ -145,7 +161,40 @@ class RowLoop:
 
         nodes = [let(a, comb.identity(t)) for a in accs]
         more, total = tree(f"{prefix}_m", [var(a) for a in accs], comb)
-        return nodes + self._indices(prefix, body, bufs) + more, total
+        nodes += self._indices(prefix, body, bufs) + more
+        if self.gpu or not self.lane_reduce:
+            return nodes, total
+        # CPU form: rows of at least LANES_MIN_COLS elements fold into a lane array (vectorised);
+        # shorter ones keep the accumulators (a lane array's set-up and merge would dominate)
+        res = f"{prefix}_res"
+        lane_nodes, lane_total = self._lane_reduce(f"{prefix}_L", comb, t, term, bufs)
+        return [let(res, comb.identity(t)),
+                if_(self.cols.ge(u32(LANES_MIN_COLS)), [*lane_nodes, assign(res, lane_total)],
+                    [*nodes, assign(res, total)])], var(res)
+
+    def _lane_reduce(self, prefix: str, comb: Combine, t: DataType, term: Callable[[Access], Expr],
+                     bufs: tuple[str, ...]) -> tuple[list[Node], Expr]:
+        """CPU form of :meth:`reduce`: the row's span ``[base, base + cols)``, clipped to the
+        buffers read (:func:`bounded_span`; a no-op for every row the program is dispatched over,
+        but it lets the range analysis drop every guard), folded into this type's lane array."""
+        lanes = self.lane_arrays.get(t)
+        if lanes is None:
+            lanes = self.lane_arrays[t] = workgroup(f"lanes_{t.name.lower()}", CPU_LANES, t)
+        n: Expr = buflen(bufs[0])
+        for b in bufs[1:]:
+            n = minimum(n, buflen(b))
+        p = f"{prefix}_"
+        lo = var(f"{p}lo")
+        k = var("k")
+        nodes: list[Node] = [
+            let(f"{p}n", n),
+            *bounded_span(var(f"{p}n"), self.base, self.cols, p),
+            loop("k", u32(0), buflen(lanes), [store(lanes, k, comb.identity(t))]),
+            *lane_fold(lanes, comb, lambda i: term(self._access(i, i - lo)), CPU_PAIR, p),
+            *halving(lanes, CPU_LANES, comb.step, f"{p}r"),
+            let(f"{p}tot", lanes[u32(0)]),
+        ]
+        return nodes, var(f"{p}tot")
 
     def each(self, prefix: str, stmts: Callable[[Access, Expr], list[Node]], reads: tuple[str, ...],
              writes: tuple[str, ...]) -> list[Node]:

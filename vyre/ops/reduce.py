@@ -38,7 +38,9 @@ from ..ir import (
     unop, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import SUBGROUP, Combine, halving, isnan, subgroup_combine, tree, workgroup_combine
+from ._blocks import (
+    SUBGROUP, Combine, bounded_span, halving, isnan, lane_fold, subgroup_combine, tree, workgroup_combine,
+)
 from ._runtime import Arr, Ctx, Kind, OpsError, gpu_workgroups_cap, prepare
 
 __all__ = [
@@ -178,40 +180,14 @@ def _lane_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out:
     lanes = workgroup("lanes", CPU_LANES, a)
     bufs = [*bufs, lanes]
     out = bufs[len(names)]
-    n, g, k, p = var("n"), var("g"), var("k"), var("p")
-
-    def into(i: Expr, slot: Expr, tmp: str) -> list[Node]:
-        return [let(tmp, kind.term(a, i)), store(lanes, slot, comb.step(lanes[slot], var(tmp)))]
-
-    def into_pairs(i: Expr, slot: Expr, tmp: str) -> list[Node]:
-        # CPU_PAIR elements per lane and step, combined pairwise before they meet the lane: one
-        # load and store of the lane per CPU_PAIR elements
-        vals = [var(f"{tmp}{u}") for u in range(pair)]
-        nodes: list[Node] = [let(v.name, kind.term(a, i + u32(u * CPU_LANES) if u else i)) for u, v in enumerate(vals)]
-        more, part = tree(f"{tmp}t", list(vals), comb)
-        return [*nodes, *more, store(lanes, slot, comb.step(lanes[slot], part))]
-
+    n, g, k = var("n"), var("g"), var("k")
+    # CPU_PAIR elements per lane and step; dot keeps 1 (2 measured slower)
     pair = 1 if kind is Reduce.DOT else CPU_PAIR
-    span = CPU_LANES * pair
     body: list[Node] = [
         *_block_bounds(names, buflen(out)),
         let("g", wgid()),
         loop("k", u32(0), buflen(lanes), [store(lanes, k, comb.identity(a))]),
-        # every index below is proven in range by the range analysis (vyre/codegen/ranges.py:
-        # p + k < lo + span m2 <= lo + len <= n), so the lane loops have no guard and vectorise
-        let("m2", var("len") / u32(span)),
-        loop("j", u32(0), var("m2"), [
-            let("p", var("lo") + var("j") * u32(span)),
-            loop("k", u32(0), buflen(lanes), into_pairs(p + k, k, "v")),
-        ]),
-        let("s0", var("lo") + var("m2") * u32(span)),
-        let("m1", (var("len") - var("m2") * u32(span)) / u32(CPU_LANES)),
-        loop("j1", u32(0), var("m1"), [
-            let("p1", var("s0") + var("j1") * u32(CPU_LANES)),
-            loop("k", u32(0), buflen(lanes), into(var("p1") + k, k, "u")),
-        ]),
-        let("t0", var("s0") + var("m1") * u32(CPU_LANES)),
-        loop("q", var("t0"), var("hi"), into(var("q"), var("q") - var("t0"), "w")),
+        *lane_fold(lanes, comb, lambda i: kind.term(a, i), pair),
     ]
     body += halving(lanes, CPU_LANES, comb.step, "r")
     body.append(if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(lanes[u32(0)], post, a, n)))]))
@@ -229,9 +205,7 @@ def _block_bounds(names: list[str], parts: Expr) -> list[Node]:
     return [
         let("n", n),
         let("bl", (var("n") + parts - u32(1)) / parts),
-        let("lo", minimum(wgid() * var("bl"), var("n"))),
-        let("len", minimum(var("bl"), var("n") - var("lo"))),
-        let("hi", var("lo") + var("len")),
+        *bounded_span(var("n"), wgid() * var("bl"), var("bl")),
         let("m", var("len") / u32(CPU_LANES)),
     ]
 

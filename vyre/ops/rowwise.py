@@ -10,7 +10,12 @@ buffer)`` and one compiled kernel serves every shape.
   each invocation strides through the row (vyre.ops._rows), partial results combine across the
   workgroup (subgroup reduce, workgroup memory, subgroup reduce) and every invocation gets the
   row's value, then writes its share.
-* CPU form: a flat program, one invocation per row, stride-1 loops with 8 accumulators.
+* CPU form: a flat program, one invocation per row, stride-1 loops. With ``lanes=True`` (what the
+  functions below run) rows of at least ``_rows.LANES_MIN_COLS`` elements reduce through a lane
+  array of 128 accumulators (vectorised, as the whole-array reductions' CPU form), shorter ones and
+  every row of the ``lanes=False`` form into 8 accumulators. ``lanes=False`` is the form reverse
+  mode takes (vyre.autodiff refuses workgroup memory written in a loop, as for the whole-array
+  reductions' CPU form); the GPU form ignores ``lanes``.
 
 Stable formulas: softmax and logsumexp subtract the row maximum (logsumexp takes 0 when it is
 infinite, so an all ``-inf`` row gives ``-inf``); layer norm is two-pass (mean, then the mean
@@ -66,12 +71,14 @@ def row_resident(cols: int, wg: int) -> int:
 class _Row:
     """Builds one row-wise program: declares buffers, binds the row's geometry and combines."""
 
-    def __init__(self, gpu: bool, wg: int, stat: str, resident: int = 0) -> None:
+    def __init__(self, gpu: bool, wg: int, stat: str, resident: int = 0, lanes: bool = False) -> None:
         self.gpu, self.wg, self.resident = gpu, wg, resident if gpu else 0
+        self.lanes = lanes and not gpu
         self.bufs: list[BufferDecl] = []
         self.body: list[Node] = []
         self.stat = stat
         self.stmts: list[Node] = []
+        self.rl: RowLoop | None = None
 
     def buf(self, decl: BufferDecl) -> BufferDecl:
         self.bufs.append(decl)
@@ -85,8 +92,9 @@ class _Row:
             let("base", var("r") * var("cols")),
         ]
         lanes = self.wg if self.gpu else 1
-        return RowLoop(self.gpu, lanes, GPU_UNROLL if self.gpu else CPU_UNROLL, lid(), var("base"), var("cols"),
-                       self.resident, elements={d.name: d.element for d in self.bufs})
+        self.rl = RowLoop(self.gpu, lanes, GPU_UNROLL if self.gpu else CPU_UNROLL, lid(), var("base"), var("cols"),
+                       self.resident, elements={d.name: d.element for d in self.bufs}, lane_reduce=self.lanes)
+        return self.rl
 
     def combine(self, prefix: str, value: Expr, comb: Combine, t: DataType) -> Expr:
         if not self.gpu:
@@ -106,7 +114,8 @@ class _Row:
         else:
             # CPU form: one invocation per row; nothing to do past the last row
             body = [*self.body, if_(var("r").lt(buflen(self.stat)), self.stmts)]
-        return Program.wrapped(self.bufs, self.wg if self.gpu else 1, body)
+        lanes = list(self.rl.lane_arrays.values()) if self.rl else []
+        return Program.wrapped(self.bufs + lanes, self.wg if self.gpu else 1, body)
 
 
 def _acc(t: DataType, resident: int) -> DataType:
@@ -122,9 +131,10 @@ def _shift(m: Expr, t: DataType) -> Expr:
 
 
 @functools.lru_cache(maxsize=64)
-def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
+def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
+        lanes: bool = False) -> Program:
     """``out[r]`` = sum (``kind="sum"``, f32 in f64) or NaN-propagating max (``"max"``) of row ``r``."""
-    b = _Row(gpu, wg, "out", resident)
+    b = _Row(gpu, wg, "out", resident, lanes)
     b.buf(read("x", 0, t))
     b.buf(output("out", 1, t))
     rl = b.begin("x")
@@ -152,9 +162,10 @@ def _max_and_sumexp(b: _Row, rl: RowLoop, t: DataType, *, finite_shift: bool) ->
 
 
 @functools.lru_cache(maxsize=64)
-def logsumexp_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
+def logsumexp_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
+        lanes: bool = False) -> Program:
     """``out[r] = log(sum_j exp(x[r, j]))``, shifted by the row maximum."""
-    b = _Row(gpu, wg, "out", resident)
+    b = _Row(gpu, wg, "out", resident, lanes)
     b.buf(read("x", 0, t))
     b.buf(output("out", 1, t))
     rl = b.begin("x")
@@ -164,11 +175,12 @@ def logsumexp_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 
 
 
 @functools.lru_cache(maxsize=64)
-def softmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
+def softmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
+        lanes: bool = False) -> Program:
     """``y[r, j] = exp(x[r, j] - m) / sum_k exp(x[r, k] - m)`` with ``m`` the row maximum (so a row
     holding NaN or +inf, or only -inf, is NaN throughout, as in PyTorch); ``lse[r] = m + log(sum)``
     (its length gives the row count)."""
-    b = _Row(gpu, wg, "lse", resident)
+    b = _Row(gpu, wg, "lse", resident, lanes)
     b.buf(read("x", 0, t))
     b.buf(output("y", 1, t))
     b.buf(output("lse", 2, t))
@@ -192,11 +204,12 @@ def softmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0)
 
 
 @functools.lru_cache(maxsize=64)
-def layer_norm_program(t: DataType, eps: float, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
+def layer_norm_program(t: DataType, eps: float, *, gpu: bool, wg: int = 256, resident: int = 0,
+        lanes: bool = False) -> Program:
     """``y = (x - mean) / sqrt(var + eps)`` per row (biased variance, no affine parameters, as
     ``torch.nn.functional.layer_norm(x, (cols,))``); ``mean[r]`` and ``rstd[r]`` are kept for the
     gradient. Two passes over the row, accumulated in f64 for f32."""
-    b = _Row(gpu, wg, "mean", resident)
+    b = _Row(gpu, wg, "mean", resident, lanes)
     a = _acc(t, b.resident)
     b.buf(read("x", 0, t))
     b.buf(output("y", 1, t))
@@ -227,9 +240,10 @@ def _sq(e: Expr) -> Expr:
 
 
 @functools.lru_cache(maxsize=64)
-def softmax_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
+def softmax_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
+        lanes: bool = False) -> Program:
     """``dx = y * (g - sum_j g_j y_j)`` per row; ``d[r]`` gets the row's ``sum g y``."""
-    b = _Row(gpu, wg, "d", resident)
+    b = _Row(gpu, wg, "d", resident, lanes)
     b.buf(read("y", 0, t))
     b.buf(read("g", 1, t))
     b.buf(output("dx", 2, t))
@@ -244,9 +258,10 @@ def softmax_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int
 
 
 @functools.lru_cache(maxsize=64)
-def logsumexp_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
+def logsumexp_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
+        lanes: bool = False) -> Program:
     """``dx[r, j] = g[r] * exp(x[r, j] - lse[r])`` (the softmax of the row, scaled)."""
-    b = _Row(gpu, wg, "lse", resident)
+    b = _Row(gpu, wg, "lse", resident, lanes)
     b.buf(read("x", 0, t))
     b.buf(read("lse", 1, t))
     b.buf(read("g", 2, t))
@@ -258,9 +273,10 @@ def logsumexp_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: i
 
 
 @functools.lru_cache(maxsize=64)
-def layer_norm_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0) -> Program:
+def layer_norm_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
+        lanes: bool = False) -> Program:
     """``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` per row, ``xhat = (x - mean) * rstd``."""
-    b = _Row(gpu, wg, "mean", resident)
+    b = _Row(gpu, wg, "mean", resident, lanes)
     a = _acc(t, b.resident)
     b.buf(read("x", 0, t))
     b.buf(read("g", 1, t))
@@ -291,7 +307,7 @@ def layer_norm_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: 
 def _form(ctx: Ctx, cols: int) -> dict[str, Any]:
     """The program form's keyword arguments for rows of ``cols`` elements."""
     if not ctx.gpu_form:
-        return {"gpu": False, "wg": 1, "resident": 0}
+        return {"gpu": False, "wg": 1, "resident": 0, "lanes": True}
     wg = row_workgroup(cols)
     return {"gpu": True, "wg": wg, "resident": row_resident(cols, wg)}
 
