@@ -20,10 +20,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from ..ir import (
-    U32, Assign, Block, BufferDecl, BufLen, DataType, Expr, If, Let, Load, Loop, Node, Program, Region, Store, UnOp,
-    UnOpKind, node_exprs, u32, walk, walk_nodes,
+    U32, Block, BufferDecl, BufLen, DataType, If, Let, Load, Loop, Node, Program, Region, Store, UnOp,
+    UnOpKind, node_exprs, u32, walk,
 )
 from ..ir.typing import expr_type
+from .emit import assigned_names
 from .ranges import RangeCtx, Resolve
 
 __all__ = ["AUDIT_BUFFER", "audit", "prune_guards"]
@@ -60,7 +61,7 @@ class _Walk:
     counter: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
-        self.mutable = {n.name for n in walk_nodes(self.program.entry) if isinstance(n, Assign)}
+        self.mutable = assigned_names(self.program.entry)
 
     def resolver(self, names: _Names) -> Resolve:
         def resolve(name: str) -> tuple[str, DataType, bool] | None:
@@ -146,6 +147,3 @@ def audit(program: Program) -> Program:
     flag = BufferDecl.read_write(AUDIT_BUFFER, max((b.binding for b in program.buffers), default=-1) + 1, U32)
     return replace(program, buffers=(*program.buffers, flag.with_count(1)), entry=entry)
 
-
-def _ge(a: Expr, b: Expr) -> Expr:
-    return a.ge(b)

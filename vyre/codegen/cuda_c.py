@@ -274,8 +274,8 @@ def emit_cuda_c(program: Program) -> CKernel:
     params = _params(storage, src, lengths)
     flat = is_tunable(program)
     if flat:
-        inv_params = ", ".join(["unsigned _gid0", *(f"{C_ELEM[b.element]}* {src[b.name]}, long long {lengths[b.name]}"
-                                                     for b in storage)])
+        buf_params = "".join(f", {C_ELEM[b.element]}* {src[b.name]}, long long {lengths[b.name]}" for b in storage)
+        inv_params = "unsigned _gid0" + buf_params
         bufs = "".join(f", {src[b.name]}, {lengths[b.name]}" for b in storage)
         em.emit(0, f"static __device__ void vy_invocation({inv_params}) {{")
         em.emit(1, "const unsigned _gid1 = 0u, _gid2 = 0u;")
@@ -285,7 +285,6 @@ def emit_cuda_c(program: Program) -> CKernel:
         plan = interleaved_form(program)  # the interleave lowering (vyre/codegen/interleave.py), or None
         k = 1 if plan is None else plan.k
         if plan is not None:
-            buf_params = inv_params[len("unsigned _gid0"):]
             em.emit(0, f"static __device__ void vy_interleaved(long long _g, long long _stride{buf_params}) {{")
             em.emit(1, "const unsigned _gid1 = 0u, _gid2 = 0u;")
             for j in range(k):

@@ -31,7 +31,7 @@ from ..ir import Program
 from .bounds import prune_guards
 from .flat import is_tunable
 from .inline import inline_calls
-from .interleave import INTERLEAVE, Interleaved, interleave, print_interleaved, worth_interleaving
+from .interleave import Interleaved, interleave, print_interleaved, worth_interleaving
 from .lockstep import Lockstep, needs_lockstep, print_lockstep, split_lockstep
 from .simplify import simplify
 
@@ -121,14 +121,14 @@ def lockstep_form(program: Program) -> Lockstep | None:
 def interleaved_form(program: Program) -> Interleaved | None:
     """The CUDA flat emitter's interleaved body for :func:`lower`'s ``program``, or None when the
     program is not flat or not worth it (the ``interleave`` lowering)."""
-    return interleave(program, INTERLEAVE) if _interleaves(program) else None
+    return interleave(program) if _interleaves(program) else None
 
 
 LOWERINGS: tuple[Lowering, ...] = (
     Lowering("lockstep", "cpu", needs_lockstep, split_lockstep, print_lockstep,
              "cut a program with barriers or subgroup operations into segments run for every lane, "
              "subgroup exchanges and uniform loops"),
-    Lowering("interleave", "cuda", _interleaves, lambda p: interleave(p, INTERLEAVE), print_interleaved,
+    Lowering("interleave", "cuda", _interleaves, interleave, print_interleaved,
              "run K invocations of a flat program statement by statement in one thread, handing the "
              "group to the one-by-one path where they disagree"),
 )

@@ -35,9 +35,9 @@ class Nvrtc:
 
     def check(self, rc: int, what: str) -> None:
         if rc != 0:
-            self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
             msg = self.lib.nvrtcGetErrorString(rc) or b"?"
-            raise NvrtcError(f"NVRTC {what} failed: {msg.decode(errors='replace')} (code {rc})")
+            raise NvrtcError(f"NVRTC {what} failed: {msg.decode(errors='replace')} (code {rc}). Fix: report this as a "
+                             "vyre bug; VYRE_CUDA_COMPILER=numba compiles through numba meanwhile")
 
 
 _why_not: list[str] = []
@@ -60,6 +60,7 @@ def find() -> Nvrtc | None:
         if lib.nvrtcGetNumSupportedArchs(ctypes.byref(n)) != 0:
             raise OSError("nvrtcGetNumSupportedArchs failed")
         arr = (ctypes.c_int * n.value)()
+        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         if lib.nvrtcGetSupportedArchs(arr) != 0:
             raise OSError("nvrtcGetSupportedArchs failed")
     except Exception as e:  # pathfinder's not-found errors, OSError from dlopen, a library too old
