@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CodegenError
 from ..ir import (
-    Atomic, AtomicOp, BinOpKind, BufferDecl, DataType, Expr, LitBool, LitF32, LitF64, LitI32, LitU32, Node, Program,
+    AtomicOp, BinOpKind, BufferDecl, DataType, Expr, LitBool, LitF32, LitF64, LitI32, LitU32, Node, Program,
     SubgroupBallot, SubgroupReduce, SubgroupShuffle, UnOpKind,
 )
 from .c_ops import C_BINOP, C_ELEM, C_PRELUDE, C_TYPE, C_UNOP, C_WARP_ADD, c_cast
@@ -92,6 +92,8 @@ class CudaCTarget:
     flag_returns: bool = False
     lane_k: int | None = None
     warp_add_sites: int = 0
+    #: each buffer's length source, keyed by the buffer's source name (what ``atomic`` is given)
+    lengths: dict[str, str] = field(default_factory=dict)
 
     def id_src(self, kind: str, axis: int) -> str:
         if kind == "lane":
@@ -108,7 +110,14 @@ class CudaCTarget:
         return ["_ret = true;", "break;"] if self.flag_returns else ["return;"]
 
     def atomic(self, site: AtomicSite, buf: str, idx: str, val: str, expected: str | None, zero: str) -> str:
-        raise CodegenError("the C printer emits atomics itself (CEmitter.atomic)")
+        # ``zero`` is the numba spelling; C++ has its own (c_zero)
+        n = self.lengths[buf]
+        helper = aggregation(site)
+        if helper is not None:
+            self.warp_add_sites += 1
+            return f"vy_warp_{helper}({buf}, {n}, {idx}, {val}, {self.warp_add_sites}LL)"
+        args = f"&{buf}[{idx}], {val}" if expected is None else f"&{buf}[{idx}], {expected}, {val}"
+        return f"((long long)({idx}) < {n} ? {_ATOMIC_FN[site.op]}({args}) : {c_zero(site.element)})"
 
     def subgroup(self, e: Expr, operand: Callable[[Expr], str], operand_type: DataType,
                  fresh: Callable[[str], str]) -> SubgroupCode:
@@ -137,7 +146,6 @@ class CEmitter(Emitter):
     buffer's static count)."""
 
     lengths: dict[str, str] = field(default_factory=dict)
-    ctarget: CudaCTarget = field(default_factory=CudaCTarget)
 
     # ---- expression syntax (vyre/codegen/emit.py's hooks) ----
     def literal(self, e: Expr) -> str:
@@ -221,17 +229,6 @@ class CEmitter(Emitter):
     def break_if_returned(self, indent: int) -> None:
         self.emit(indent, "if (_ret) break;")
 
-    def atomic(self, a: Atomic, scope: dict[str, Binding], result_used: bool = True) -> str:
-        d = self.decl(a.buffer)
-        b, n = self.buffer_src[a.buffer], self.lengths[a.buffer]
-        idx, val = self.expr(a.index, scope), self.expr(a.value, scope)
-        helper = aggregation(self.atomic_site(a, scope, result_used))
-        if helper is not None:
-            self.ctarget.warp_add_sites += 1
-            return f"vy_warp_{helper}({b}, {n}, {idx}, {val}, {self.ctarget.warp_add_sites}LL)"
-        args = f"&{b}[{idx}], {val}" if a.expected is None else f"&{b}[{idx}], {self.expr(a.expected, scope)}, {val}"
-        return f"((long long)({idx}) < {n} ? {_ATOMIC_FN[a.op]}({args}) : {c_zero(d.element)})"
-
 
 @dataclass
 class CInterleavedPrinter(InterleavedPrinter):
@@ -269,8 +266,8 @@ def emit_cuda_c(program: Program) -> CKernel:
     src.update({b.name: f"s{i}_{b.name}" for i, b in enumerate(shared)})
     lengths = {b.name: f"n{i}_{b.name}" for i, b in enumerate(storage)}
     lengths.update({b.name: f"{b.count}LL" for b in shared})
-    target = CudaCTarget()
-    em = CEmitter(program, target, src, lengths=lengths, ctarget=target)
+    target = CudaCTarget(lengths={src[n]: length for n, length in lengths.items()})
+    em = CEmitter(program, target, src, lengths=lengths)
     params = _params(storage, src, lengths)
     flat = is_tunable(program)
     if flat:
