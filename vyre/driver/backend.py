@@ -217,11 +217,12 @@ class CpuBackend(_Host):
             fn = kernel._cpu_entry(n, shape.grid != (1, 1, 1), work)
             scalars = shape.grid
         args = (*arrays.values(), *scalars)  # storage order (BindPlan.bind's)
+        parallel = fn is not kernel._fn
         if kernel._module is not None and not _fits(arrays.values()):
             from .dispatch import PARALLEL, SERIAL
 
-            fn = getattr(kernel._module(), SERIAL if fn is kernel._fn else PARALLEL)
-        if fn is kernel._fn:
+            fn = getattr(kernel._module(), PARALLEL if parallel else SERIAL)
+        if not parallel:
             for _ in range(shape.rows):
                 fn(*args)
         else:

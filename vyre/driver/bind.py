@@ -177,7 +177,6 @@ class BindPlan:
         self.program = program
         self.storage = tuple(storage_buffers(program))
         self.names = frozenset(b.name for b in self.storage)
-        self.slots = tuple((b, b.access.writable) for b in self.storage)
         self.scalars = tuple(b for b in self.storage if is_scalar_slot(b))
         # per buffer, what the common case (a 1-D numpy array) is checked against in bind()
         self._plain = tuple((b.name, b, b.access.writable, b.element.np_dtype, b.count) for b in self.storage)

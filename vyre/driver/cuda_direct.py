@@ -39,6 +39,14 @@ if TYPE_CHECKING:
 __all__ = ["DeviceSpan", "check_device_array", "launch_direct"]
 
 
+def check_device_input(decl: BufferDecl, obj: Any) -> None:
+    """A device array given for ``decl``: not a tracer, and writable where the program writes it."""
+    check_not_traced(obj, decl.name)
+    if decl.access.writable and is_immutable(obj):
+        raise DispatchError(f"buffer {decl.name!r} is written by the program but a {type(obj).__name__} is "
+                            "immutable. Fix: pass a writable array for it (or leave it out to have it allocated)")
+
+
 def check_device_array(decl: BufferDecl, obj: Any) -> tuple[dict[str, Any], int]:
     """The ``__cuda_array_interface__`` of a device array for ``decl`` and its element count, once
     its dtype, C-contiguity, length and writability are checked."""
@@ -144,6 +152,8 @@ def launch_direct(kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, 
 
 def _run(drv: Driver, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, return_device: bool | None,
          strict: bool, tune: bool, stream: int, any_device: bool, want_device: bool) -> dict[str, Any]:
+    from .cuda_launch import launch_dims  # (cuda_launch imports this module)
+
     program = kernel.program
     check_names(program, list(inputs))
     written = {b.name for b in program.buffers if b.access.writable}
@@ -155,10 +165,7 @@ def _run(drv: Driver, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | No
         if isinstance(obj, np.ndarray):
             host[decl.name] = check_host_array(decl, obj)
             continue
-        check_not_traced(obj, decl.name)
-        if decl.access.writable and is_immutable(obj):
-            raise DispatchError(f"buffer {decl.name!r} is written by the program but a {type(obj).__name__} is "
-                                "immutable. Fix: pass a writable array for it (or leave it out to have it allocated)")
+        check_device_input(decl, obj)
         cai, n = check_device_array(decl, obj)
         s = cai.get("stream")
         if not (stream == 0 and s in (None, 1, 2)) and isinstance(s, int) and s:
@@ -181,16 +188,10 @@ def _run(drv: Driver, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | No
             drv.to_device(ptr, flat.ctypes.data, flat.nbytes)
             spans[name] = DeviceSpan(ptr, flat.size, flat.dtype)
         args = [spans[b.name] for b in kernel.storage]
-        if kernel.flat:
-            n = flat_invocations(program, g)
-            if tune:
-                kernel.launch = choose_launch(kernel, {b.name: a for b, a in zip(kernel.storage, args, strict=True)},
-                                              n)
-            la = kernel.launch or kernel.default_launch(n)
-            griddim, blockdim = (max(1, -(-n // (la.wg * la.ipt))), g[1], g[2]), (la.wg, 1, 1)
-            scalars: tuple[int, ...] = (n, la.ipt)
-        else:
-            griddim, blockdim, scalars = g, program.workgroup_size, ()
+        if kernel.flat and tune:
+            kernel.launch = choose_launch(kernel, {b.name: a for b, a in zip(kernel.storage, args, strict=True)},
+                                          flat_invocations(program, g))
+        griddim, blockdim, scalars = launch_dims(kernel, g, kernel.launch)
         kernel._fn.launch(griddim, blockdim, stream, (*args, *scalars))
         copied = False
         for name, flat in host.items():

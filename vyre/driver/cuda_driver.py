@@ -181,8 +181,9 @@ class Driver:
             ctx = self.primary_context(0)
             self._call("cuCtxSetCurrent", _vp(ctx))
             return 0
-        dev = self.current_device()
-        return dev if self.primary_context(dev) == cur else None
+        d = _int()  # the current context is known: its device without asking for the context again
+        self._call("cuCtxGetDevice", ctypes.byref(d))
+        return d.value if self.primary_context(d.value) == cur else None
 
     # -- modules --
 

@@ -17,8 +17,8 @@ from .bind import (
 from .devices import current_device, inputs_device, on_device
 from .coverage import check_id_lengths
 from .cuda_binary import ensure_loadable
-from .cuda_direct import check_device_array, launch_direct
-from .dlpack import DL_CPU, check_not_traced, device_view, dlpack_device, is_dlpack, is_immutable
+from .cuda_direct import check_device_array, check_device_input, launch_direct
+from .dlpack import DL_CPU, device_view, dlpack_device, is_dlpack
 from .fast_launch import CAPTURE, launch_stream, make_fast_launch
 from .geometry import check_ids_fit, flat_invocations, grid3
 from .launch_policy import choose_launch
@@ -74,12 +74,9 @@ def device_arg(decl: BufferDecl, obj: Any, legacy_launch: bool = False) -> tuple
     if isinstance(obj, np.ndarray):
         flat = check_host_array(decl, obj)
         return cuda.to_device(flat), flat
-    check_not_traced(obj, decl.name)
+    check_device_input(decl, obj)
     if type(obj).__module__.startswith("torch"):
         _check_torch(decl, obj)
-    if decl.access.writable and is_immutable(obj):
-        raise DispatchError(f"buffer {decl.name!r} is written by the program but a {type(obj).__name__} is "
-                            "immutable. Fix: pass a writable array for it (or leave it out to have it allocated)")
     if hasattr(obj, "__cuda_array_interface__"):
         return _device_view(decl, obj, legacy_launch), None
     if is_dlpack(obj):
