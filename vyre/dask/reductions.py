@@ -83,8 +83,8 @@ def _finish_block(op: str, result: np.dtype, parts: np.ndarray, axis: Any = None
                   **_dask_options: Any) -> np.ndarray:
     """The reduction of every partial: each brought to the host (the one wait per chunk), float
     partials widened to f64, combined, rounded once to the result dtype."""
-    host = [_host(p) for p in _unbox(parts)]
-    wide = np.array([h.astype(np.float64) if h.dtype.kind == "f" else h for h in host])
+    # reduce() takes float arrays only: every partial widens to f64
+    wide = np.array([_host(p) for p in _unbox(parts)], np.float64)
     fn: Any = getattr(np, op)  # np.sum / np.max / np.min
     value = np.asarray(fn(wide) if wide.size else np.zeros((), np.float64)).astype(result)
     return value.reshape((1,) * parts.ndim) if keepdims else value

@@ -194,3 +194,11 @@ def workgroup_combine(prefix: str, value: Expr, comb: Combine, t: DataType, wg: 
     ]
     more, total = subgroup_combine(f"{prefix}_g", var(f"{prefix}_part"), comb, t)
     return nodes + more, total, [tile]
+
+
+def all_of(conds: list[Expr]) -> Expr:
+    """The conjunction of ``conds`` (at least one)."""
+    out = conds[0]
+    for c in conds[1:]:
+        out = out.and_(c)
+    return out

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..driver import fast_launch
-from ..driver.devices import current_ordinal, on_device
+from ..driver.devices import array_device, current_ordinal, on_device
 from ..driver.dispatch import dispatch
 from ..driver.fast_launch import LaunchConfig
 from ..errors import DispatchError
@@ -62,8 +62,6 @@ def _device_of(a: Any) -> int | None:
         return a.device.index  # type: ignore[no-any-return]
     if mod.startswith("cupy"):
         return int(a.device.id)
-    from ..driver.devices import array_device
-
     return array_device(a)
 
 
@@ -71,7 +69,6 @@ def _build(program: Program, device: int | None) -> _Lean | None:
     """The direct launch of ``program`` on ``device`` (its function handle loaded there), after a
     checked dispatch compiled it; None where the driver cannot be reached."""
     from ..driver.device_launch import function_on
-    from ..driver.devices import current_ordinal
     from ..driver.dispatch import _kernel_for
 
     k = _kernel_for(program, "cuda")  # dispatch's own kernel: the one its launch just loaded
@@ -152,9 +149,7 @@ def resident_workgroups(program: Program) -> int | None:
 
     tiny = {b.name: cuda.device_array(1, b.element.np_dtype) for b in program.buffers if not b.is_workgroup}
     launch(program, tiny, 1, "cuda")
-    from ..driver.devices import array_device
-
-    lean = _lean.get((id(program), array_device(next(iter(tiny.values())))), (program, None))[1]
+    lean = _lean.get((id(program), _device_of(next(iter(tiny.values())))), (program, None))[1]
     if lean is None:
         return None
     try:

@@ -1,11 +1,11 @@
-"""Row loops shared by the row-wise programs (vyre.ops.rowwise) and matvec (vyre.ops.linalg).
+"""Row loops of the row-wise programs (vyre.ops.rowwise).
 
 A *row loop* visits the elements of one row of ``cols`` elements starting at ``base``. Callbacks
 get an accessor ``ld(buffer)`` giving the element's value in that buffer, and the element's index
 into the matrix (``base + j``, for stores).
 
 * GPU form, looping (``resident == 0``): the ``lanes`` invocations that share the row (a
-  workgroup, or one subgroup for matvec) each take columns ``lane, lane + lanes, ...``, ``unroll``
+  workgroup) each take columns ``lane, lane + lanes, ...``, ``unroll``
   of them per step (independent accumulators, loads in flight), then a guarded tail step.
 * GPU form, resident (``resident == R``, for rows of at most ``lanes * R`` elements): each
   invocation loads its ``R`` elements once, into locals, the first time a buffer is used; every
@@ -31,7 +31,7 @@ from ..ir import (
     workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import Combine, bounded_span, halving, lane_fold, tree
+from ._blocks import Combine, all_of, bounded_span, halving, lane_fold, tree
 from .reduce import CPU_LANES, CPU_PAIR
 
 #: CPU form: rows this long or longer reduce through a lane array, shorter ones into ``unroll``
@@ -44,7 +44,7 @@ Access = Callable[[str], Expr]
 @dataclass
 class RowLoop:
     """``lane``: this invocation's position among the ``lanes`` sharing a row (GPU form).
-    ``rows``: buffers indexed by ``base + j``; ``cols_of``: buffers indexed by ``j``."""
+    Buffers are indexed by ``base + j``."""
 
     gpu: bool
     lanes: int
@@ -53,7 +53,6 @@ class RowLoop:
     base: Expr
     cols: Expr
     resident: int = 0
-    cols_of: tuple[str, ...] = ()
     elements: dict[str, DataType] = field(default_factory=dict)  # element types (resident form)
     #: CPU form: reduce rows of at least LANES_MIN_COLS elements through lane arrays (not
     #: differentiable: reverse mode refuses workgroup memory written in a loop)
@@ -62,16 +61,13 @@ class RowLoop:
     lane_arrays: dict[DataType, BufferDecl] = field(default_factory=dict)
     _cached: set[str] = field(default_factory=set)
 
-    def _access(self, i: Expr, j: Expr) -> Access:
-        return lambda b: load(b, j) if b in self.cols_of else load(b, i)
+    @staticmethod
+    def _access(i: Expr) -> Access:
+        return lambda b: load(b, i)
 
     def in_range(self, cols: list[Expr], bufs: tuple[str, ...]) -> Expr:
-        """Every ``base + j`` (``j`` for ``cols_of`` buffers) below the length of every buffer."""
-        conds = [(j if b in self.cols_of else self.base + j).lt(buflen(b)) for j in cols for b in bufs]
-        out = conds[0]
-        for c in conds[1:]:
-            out = out.and_(c)
-        return out
+        """Every ``base + j`` below the length of every buffer."""
+        return all_of([(self.base + j).lt(buflen(b)) for j in cols for b in bufs])
 
     # -- resident form ---------------------------------------------------------------------------
 
@@ -150,7 +146,7 @@ class RowLoop:
         def body(idx: list[Expr], guarded: bool) -> list[Node]:
             out: list[Node] = []
             for k, j in enumerate(idx):
-                v = term(self._access(self.base + j, j))
+                v = term(self._access(self.base + j))
                 if guarded:
                     v = select(j.lt(self.cols), v, comb.identity(t))
                 # bound once: max/min read their operand twice
@@ -184,13 +180,12 @@ class RowLoop:
         for b in bufs[1:]:
             n = minimum(n, buflen(b))
         p = f"{prefix}_"
-        lo = var(f"{p}lo")
         k = var("k")
         nodes: list[Node] = [
             let(f"{p}n", n),
             *bounded_span(var(f"{p}n"), self.base, self.cols, p),
             loop("k", u32(0), buflen(lanes), [store(lanes, k, comb.identity(t))]),
-            *lane_fold(lanes, comb, lambda i: term(self._access(i, i - lo)), CPU_PAIR, p),
+            *lane_fold(lanes, comb, lambda i: term(self._access(i)), CPU_PAIR, p),
             *halving(lanes, CPU_LANES, comb.step, f"{p}r"),
             let(f"{p}tot", lanes[u32(0)]),
         ]
@@ -208,7 +203,7 @@ class RowLoop:
         def body(idx: list[Expr], guarded: bool) -> list[Node]:
             out: list[Node] = []
             for j in idx:
-                s = stmts(self._access(self.base + j, j), self.base + j)
+                s = stmts(self._access(self.base + j), self.base + j)
                 out += [if_(j.lt(self.cols), s)] if guarded else s
             return out
 
@@ -217,5 +212,5 @@ class RowLoop:
             # steps' chains of conditions keep it scalar (measured 5x on a softmax's exp pass)
             j = var(f"{prefix}_q")
             return [loop(f"{prefix}_q", u32(0), self.cols, [
-                if_(self.in_range([j], reads + writes), stmts(self._access(self.base + j, j), self.base + j))])]
+                if_(self.in_range([j], reads + writes), stmts(self._access(self.base + j), self.base + j))])]
         return self._indices(prefix, body, reads + writes)

@@ -24,7 +24,8 @@ from ..ir import (
     maximum, minimum, output, read, select, store, u32, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import SUBGROUP, Combine, halving, subgroup_combine, tree
+from ._blocks import SUBGROUP, Combine, all_of, halving, subgroup_combine, tree
+from .reduce import CPU_BLOCK, CPU_LANES
 from ._runtime import OpsError, prepare
 
 __all__ = ["MATVEC_WG", "matvec", "matvec_grad", "matvec_program", "outer_program", "vecmat_program"]
@@ -37,8 +38,6 @@ MATVEC_ROWS = 1
 GPU_UNROLL = 8
 #: CPU form: accumulators per row (lanes of one vectorised multiply-add; as vyre.ops.reduce) and
 #: elements per block
-CPU_LANES = 128
-CPU_BLOCK = 1 << 13
 #: CPU form: rows that share each step's load of ``v`` (1.4-2x over one row at a time; 8 rows measured
 #: another 10% at twice the compile time, 6 s cold)
 CPU_GROUP = 4
@@ -160,7 +159,7 @@ def _matvec_gpu(t: DataType, a: DataType, bufs: list[BufferDecl], nr: int, u: in
             return out
         conds: list[Expr] = [j.lt(buflen("v")) for j in js]
         conds += [(var(f"base{i}") + j).lt(buflen("m")) for i in range(nr) for j in js]
-        return [if_(_all(conds), out)]
+        return [if_(all_of(conds), out)]
 
     body += [
         loop("c", u32(0), cols / u32(span), [let("b", var("c") * u32(span) + lane()), *step(b, False)]),
@@ -174,13 +173,6 @@ def _matvec_gpu(t: DataType, a: DataType, bufs: list[BufferDecl], nr: int, u: in
         r = var("r0") + u32(i) if i else var("r0")
         body.append(if_(lane().eq(u32(0)).and_(r.lt(var("nrows"))), [store("out", r, cast(t, total))]))
     return Program.wrapped(bufs, wg, body)
-
-
-def _all(conds: list[Expr]) -> Expr:
-    out = conds[0]
-    for c in conds[1:]:
-        out = out.and_(c)
-    return out
 
 
 @functools.lru_cache(maxsize=8)
@@ -260,8 +252,8 @@ def matvec(m: Any, v: Any, *, backend: str | None = None, _gpu_form: bool | None
     if rows:
         per = MATVEC_WG // SUBGROUP * MATVEC_ROWS
         grid = -(-rows // per) if ctx.gpu_form else -(-rows // cpu_rows_per_block(arrs["v"].shape[0]))
-        prog = (matvec_program(t, gpu=True, rows=MATVEC_ROWS, unroll=GPU_UNROLL, wg=MATVEC_WG) if ctx.gpu_form
-                else matvec_program(t, gpu=False))
+        # the builder's defaults, spelled as every caller spells them: one cached Program per form
+        prog = matvec_program(t, gpu=ctx.gpu_form)
         ctx.run(prog, {"m": arrs["m"].data, "v": arrs["v"].data, "out": out}, grid)
     return ctx.result(out, (rows,))
 

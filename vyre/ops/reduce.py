@@ -39,7 +39,7 @@ from ..ir import (
 )
 from ..ir.expr import lit
 from ._blocks import (
-    SUBGROUP, Combine, bounded_span, halving, isnan, lane_fold, subgroup_combine, tree, workgroup_combine,
+    SUBGROUP, Combine, all_of, bounded_span, halving, isnan, lane_fold, subgroup_combine, tree, workgroup_combine,
 )
 from ._runtime import Arr, Ctx, Kind, OpsError, gpu_workgroups_cap, prepare
 
@@ -143,7 +143,7 @@ def full_program(kind: Reduce, t_in: DataType, t_out: DataType, *, gpu: bool, po
     def steps(idx: list[Expr]) -> list[Node]:
         # one If that the whole step is in range (always true here) lets the emitters drop each
         # access's bounds check, so the step's loads issue together (docs/ops.md)
-        cond = _all([i.lt(buflen(name)) for i in idx for name in names])
+        cond = all_of([i.lt(buflen(name)) for i in idx for name in names])
         return [if_(cond, [x for k, i in enumerate(idx) for x in _step(accs[k], comb, term(i), f"v{k}")])]
 
     s, su = var("stride"), var("span")
@@ -213,13 +213,6 @@ def _block_bounds(names: list[str], parts: Expr) -> list[Node]:
 def _step(name: str, comb: Combine, x: Expr, tmp: str) -> list[Node]:
     """``name = name . x`` with ``x`` bound first (max/min read their operand twice)."""
     return [let(tmp, x), assign(name, comb.step(var(name), var(tmp)))]
-
-
-def _all(conds: list[Expr]) -> Expr:
-    out = conds[0]
-    for c in conds[1:]:
-        out = out.and_(c)
-    return out
 
 
 def _post(total: Expr, post: Post, a: DataType, n: Expr) -> Expr:
