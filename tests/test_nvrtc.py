@@ -12,6 +12,7 @@ parity section.
 from __future__ import annotations
 
 import ctypes
+import struct
 import json
 import os
 import subprocess
@@ -373,7 +374,10 @@ def test_cubins_are_elf_for_the_asked_architecture() -> None:
     from vyre.examples import EXAMPLES
 
     for name in EXAMPLES:
-        assert nvrtc.compile_cuda(emit_cuda_c(EXAMPLES[name]()).source, 90)[:4] == b"\x7fELF", name
+        for arch in (80, 90):
+            cubin = nvrtc.compile_cuda(emit_cuda_c(EXAMPLES[name]()).source, arch)
+            # an ELF whose e_flags (offset 48) carry the SM version in bits 8-15
+            assert cubin[:4] == b"\x7fELF" and (struct.unpack_from("<I", cubin, 48)[0] >> 8) & 0xFF == arch, name
 
 
 # -- the cold path through a fake driver: no numba -----------------------------------------------------

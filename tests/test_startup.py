@@ -161,7 +161,7 @@ def _warm_cpu_child(mode: str) -> None:
 
     xs = np.arange(300, dtype=np.float32)
     r, row = _first_dispatch(_doubled(), {"x": xs, "out": np.zeros_like(xs)}, "cpu")
-    print(json.dumps({"ok": bool(np.array_equal(r["out"], xs * 2)), "launches": 1, **row}), flush=True)
+    print(json.dumps({"ok": bool(np.array_equal(r["out"], xs * 2)), **row}), flush=True)
 
 
 def _warm_rows(tmp: Path, backend: str) -> dict:
@@ -187,7 +187,8 @@ def test_a_warm_dispatch_loads_no_lowering_module(tmp_path: Path, backend: str) 
     if backend == "cuda" and importlib.util.find_spec("numba_cuda") is None:
         pytest.skip("the CUDA backend needs numba-cuda installed")
     run = _warm_rows(tmp_path, backend)
-    assert run["ok"] and run["launches"] == 1 and not run["numba"]
+    # the CUDA child counts the fake driver's launches; the CPU child's result is its check
+    assert run["ok"] and not run["numba"] and (backend == "cpu" or run["launches"] == 1)
     assert not [m for m in run["modules"] if m.startswith(LOWERING)], run["modules"]
     assert run["dataclasses"] == []
     # the hit path does import what it needs (a sanity check that this process ran from the cache)
