@@ -77,7 +77,10 @@ def index_programs(draw: st.DrawFn) -> Program:
             if kind == 6 and scope:  # accesses at a recent local plus a little: what loops and guards prove
                 v = var(draw(st.sampled_from(scope[-3:])))
                 c = u32(draw(st.integers(0, 2)))
-                out_nodes.append(store("out", v, load("x", v + c) + load("out", v - c)))
+                access = store("out", v, load("x", v + c) + load("out", v - c))
+                if draw(st.booleans()):  # the guard an op writes around such an access
+                    access = if_((v + c).lt(buflen("x")).and_(v.lt(buflen("out"))), [access])
+                out_nodes.append(access)
             elif kind == 0:
                 name = f"v{next(counter)}"
                 out_nodes.append(let(name, expr(scope, 0)))
@@ -95,8 +98,9 @@ def index_programs(draw: st.DrawFn) -> Program:
             elif kind == 4:
                 name = f"k{next(counter)}"  # the ops' form: a loop up to a length or a local
                 end = draw(st.sampled_from([buflen("x"), buflen("out"), *(var(s) for s in scope[-2:])]))
-                end = minimum(end, u32(9))
-                out_nodes.append(loop(name, u32(0), end, body([*scope, name], mutable, depth + 1)))
+                bound = f"e{next(counter)}"  # bound by a let, as the ops bind their loop ends
+                out_nodes.append(let(bound, minimum(end, u32(9))))
+                out_nodes.append(loop(name, u32(0), var(bound), body([*scope, bound, name], mutable, depth + 1)))
             else:
                 cond = compare(scope, 0)
                 if draw(st.booleans()):  # a guard of the form the ops write
