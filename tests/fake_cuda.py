@@ -80,12 +80,15 @@ class FakeCuda:
         self.fail: dict[str, int] = {}  # driver call -> the error it returns
         self.retained: list[int] = []
         self.synced: list[int] = []
+        # exceptions raised inside the C callbacks: ctypes would only print them, so each is kept
+        # here and the call fails (the tests assert this stays empty)
+        self.errors: list[BaseException] = []
         self._current = threading.local()
         self._names = {code: ctypes.c_char_p(name.encode()) for code, name in ERRORS.items()}
         self._keep: list[Any] = []
         self.lib = SimpleNamespace(**{name: self._fn(name, argtypes) for name, argtypes in PROTOTYPES.items()})
         proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-        self._launch_cb = proto(self._launch)
+        self._launch_cb = proto(self._caught_launch)
         self.launcher = Launcher(self._launch_cb, True)
 
     def driver(self) -> Driver:
@@ -112,7 +115,11 @@ class FakeCuda:
             self.calls.append(name)
             if name in self.fail:
                 return self.fail[name]
-            return int(impl(*args))
+            try:
+                return int(impl(*args))
+            except BaseException as e:
+                self.errors.append(e)
+                return 999  # CUDA_ERROR_UNKNOWN
 
         cb = ctypes.CFUNCTYPE(ctypes.c_int, *cargs)(call)
         self._keep.append(cb)
@@ -228,6 +235,13 @@ class FakeCuda:
             return 1
         p[0] = name
         return 0
+
+    def _caught_launch(self, cfg: int, func: int, params: int, extra: int | None) -> int:
+        try:
+            return self._launch(cfg, func, params, extra)
+        except BaseException as e:  # a failed ABI check or kernel assert: kept, and the launch fails
+            self.errors.append(e)
+            return 719  # CUDA_ERROR_LAUNCH_FAILED
 
     def _launch(self, cfg: int, func: int, params: int, extra: int | None) -> int:
         c = LaunchConfig.from_address(cfg)

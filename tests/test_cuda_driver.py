@@ -73,6 +73,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeCuda]:
         yield f
     finally:
         cuda_driver.install(previous)
+    assert not f.errors, f.errors  # an assert inside a fake kernel or driver call
 
 
 def cubin_kernel(f: FakeCuda, flat: bool = True, wg: int = 64) -> Kernel:
@@ -234,6 +235,7 @@ def test_the_launch_without_numba_matches_the_interpreter(n: int, kinds: tuple[s
     finally:
         cuda_driver.install(previous)
         fast_launch._launcher, cuda_launch._launch_checked = saved_launcher, saved_checked  # type: ignore[assignment]
+        assert not f.errors, f.errors  # an assert inside the fake kernel or driver (the root cause, if any)
 
 
 def test_calls_the_direct_path_leaves_to_numba(fake: FakeCuda, monkeypatch: pytest.MonkeyPatch) -> None:
