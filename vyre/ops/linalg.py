@@ -24,7 +24,7 @@ from ..ir import (
     maximum, minimum, output, read, select, store, u32, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import SUBGROUP, Combine, all_of, halving, subgroup_combine, tree
+from ._blocks import SUBGROUP, Combine, all_of, bounded_span, halving, subgroup_combine, tree
 from .reduce import CPU_BLOCK, CPU_LANES
 from ._runtime import OpsError, prepare
 
@@ -119,12 +119,10 @@ def _matvec_cpu(t: DataType, a: DataType, bufs: list[BufferDecl]) -> Program:
         let("c1", maximum(cols, u32(1))),
         let("mlast", maximum(buflen("m") / var("c1"), u32(1)) - u32(1)),
         let("per", u32(CPU_GROUP) * ((u32(CPU_BLOCK // CPU_GROUP) + cols) / (cols + u32(1)))),
-        let("lo", minimum(wgid() * var("per"), buflen("out"))),
-        let("cnt", minimum(var("per"), buflen("out") - var("lo"))),
-        let("hi", var("lo") + var("cnt")),
+        *bounded_span(buflen("out"), wgid() * var("per"), var("per")),  # this block's rows [lo, hi)
         let("steps", var("ce") / u32(CPU_LANES)),
         let("t0", var("steps") * u32(CPU_LANES)),
-        loop("gi", u32(0), (var("cnt") + u32(CPU_GROUP - 1)) / u32(CPU_GROUP), group),
+        loop("gi", u32(0), (var("len") + u32(CPU_GROUP - 1)) / u32(CPU_GROUP), group),
     ]
     return Program.wrapped([*bufs, lanes], 1, body)
 
