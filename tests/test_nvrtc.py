@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.cuda_c_host import CXX
 from vyre.codegen.cuda_c import emit_cuda_c
 from vyre.driver import cuda_route, nvrtc
 from vyre.ir import Program
@@ -30,6 +31,16 @@ from vyre.settings import read_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_nvrtc = pytest.mark.skipif(nvrtc.find() is None, reason=f"no NVRTC here: {nvrtc.unavailable()}")
+needs_cxx = pytest.mark.skipif(CXX is None, reason="needs a host C++ compiler (g++ or clang++)")
+
+
+def backward(p: Program) -> Program:
+    """The gradient of every float output with respect to every float input."""
+    from vyre.autodiff import grad
+
+    outs = [b.name for b in p.buffers if b.access.writable and not b.is_workgroup and b.element.is_float]
+    ins = [b.name for b in p.buffers if not b.access.writable and b.element.is_float]
+    return grad(p, outs, ins)
 
 
 def _ptx(prog: Program) -> str:
@@ -100,8 +111,7 @@ def _ops_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Program, dict[str, 
     return list(seen.values())
 
 
-@pytest.mark.skipif(__import__("shutil").which("g++") is None and __import__("shutil").which("clang++") is None,
-                    reason="needs a host C++ compiler")
+@needs_cxx
 def test_ops_programs_printed_as_cxx_agree_with_the_interpreter_on_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every GPU-form pass of vyre.ops (subgroup reductions, workgroup memory, barriers, atomics),
     printed as C++ and run on the host shim (tests/cuda_c_host.py), against the interpreter."""
@@ -121,38 +131,18 @@ def test_ops_programs_printed_as_cxx_agree_with_the_interpreter_on_the_host(monk
 
 @needs_nvrtc
 def test_ops_and_gradient_programs_compile_through_nvrtc(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.autodiff_classes import carried_loops, guarded_singular, initial_reads, sync_programs
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-
-    from vyre.autodiff import grad
     from vyre.examples import EXAMPLES
 
     progs = [(f"ops_{i}", p) for i, (p, _, _) in enumerate(_ops_runs(monkeypatch))]
     assert len(progs) >= 6
-    def backward(p: Program) -> Program:
-        outs = [b.name for b in p.buffers if b.access.writable and not b.is_workgroup and b.element.is_float]
-        ins = [b.name for b in p.buffers if not b.access.writable and b.element.is_float]
-        return grad(p, outs, ins)
-
     for name in ("saxpy", "fused_chain", "matvec", "block_sum", "subgroup_sum"):
         progs.append((f"grad_{name}", backward(EXAMPLES[name]())))
-    gathered: list[Any] = []
-
-    @settings(max_examples=16, derandomize=True, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(st.one_of(carried_loops(), initial_reads(), guarded_singular(), sync_programs()))
-    def collect(case: Any) -> None:
-        gathered.append(case)
-
-    collect()
-    progs += [(f"grad_case_{i}", backward(case.program)) for i, case in enumerate(gathered)]
+    progs += [(f"grad_case_{i}", g) for i, (g, _, _) in enumerate(_grad_runs())]
     problems = [p for name, prog in progs for p in _problems(name, prog, {})]
     assert problems == []
 
 
-@pytest.mark.skipif(__import__("shutil").which("g++") is None and __import__("shutil").which("clang++") is None,
-                    reason="needs a host C++ compiler")
+@needs_cxx
 def test_the_printed_cxx_agrees_with_the_interpreter_when_run_on_the_host() -> None:
     """tests/cuda_c_host.py: the C++ compiled for the host against a shim of the CUDA built-ins
     (threads per invocation, barriers, warp exchanges), every case against the interpreter."""
@@ -170,8 +160,7 @@ C_COLLIDING = ["int", "float", "return", "class", "template", "asm", "threadIdx"
                "_q", "_c6", "_v10", "b0_x_meminfo", "bool", "long", "do", "while", "goto", "extern"]
 
 
-@pytest.mark.skipif(__import__("shutil").which("g++") is None and __import__("shutil").which("clang++") is None,
-                    reason="needs a host C++ compiler")
+@needs_cxx
 def test_names_colliding_with_cxx_compile_through_nvrtc_and_run_like_the_interpreter() -> None:
     """tests/test_codegen_security.py's programs (every kernel form) with every user name replaced by
     a C++ keyword, CUDA built-in or printer-internal name: NVRTC compiles them, and on the host
@@ -217,7 +206,6 @@ def _grad_runs() -> list[tuple[Program, dict[str, np.ndarray], tuple[int, int, i
     from hypothesis import strategies as st
 
     from tests.autodiff_classes import carried_loops, guarded_singular, initial_reads, sync_programs
-    from vyre.autodiff import grad
 
     gathered: list[Any] = []
 
@@ -232,8 +220,7 @@ def _grad_runs() -> list[tuple[Program, dict[str, np.ndarray], tuple[int, int, i
     for case in gathered:
         p = case.program
         outs = [b.name for b in p.buffers if b.access.writable and not b.is_workgroup and b.element.is_float]
-        ins = [b.name for b in p.buffers if not b.access.writable and b.element.is_float]
-        g = grad(p, outs, ins)
+        g = backward(p)
         arrays = {k: np.array(v) for k, v in case.inputs.items()}
         for b in g.buffers:
             if b.is_workgroup or b.name in arrays:
@@ -248,8 +235,7 @@ def _grad_runs() -> list[tuple[Program, dict[str, np.ndarray], tuple[int, int, i
     return out
 
 
-@pytest.mark.skipif(__import__("shutil").which("g++") is None and __import__("shutil").which("clang++") is None,
-                    reason="needs a host C++ compiler")
+@needs_cxx
 def test_gradient_programs_printed_as_cxx_agree_with_the_interpreter_on_the_host() -> None:
     from tests.cuda_c_host import HostKernels
     from tests.parity import differences
