@@ -19,7 +19,6 @@ saves it here at once (:func:`save_cubin`), under keys of its own.
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -160,25 +159,13 @@ class CubinKernel:
 
     def launch(self, griddim: tuple[int, int, int], blockdim: tuple[int, int, int], stream: int,
                args: tuple[Any, ...]) -> None:
-        from .fast_launch import driver_launcher, packed_values
+        from .fast_launch import launch_now, pack, packed_values
 
         arrays = [a for a in args if hasattr(a, "__cuda_array_interface__")]
         scalars = tuple(int(a) for a in args if not hasattr(a, "__cuda_array_interface__"))
-        vals_list = packed_values(arrays, scalars)
-        vals = (ctypes.c_int64 * len(vals_list))(*vals_list)
-        base = ctypes.addressof(vals)
-        ptrs = (ctypes.c_void_p * len(vals_list))(*[base + 8 * i for i in range(len(vals_list))])
-        func = ctypes.c_void_p(self.handle())
-        launcher = driver_launcher()
-        if launcher.extended:
-            from .fast_launch import LaunchConfig
-
-            cfg = LaunchConfig(*griddim, *blockdim, 0, ctypes.c_void_p(stream or None), None, 0)
-            err = launcher.fn(ctypes.byref(cfg), func, ptrs, None)
-        else:
-            u = ctypes.c_uint
-            err = launcher.fn(func, *(u(v) for v in (*griddim, *blockdim)), u(0), ctypes.c_void_p(stream or None),
-                              ptrs, None)
+        vals, ptrs = pack(packed_values(arrays, scalars))
+        err = launch_now(self.handle(), griddim, blockdim, stream, ptrs)
+        del vals  # (kept alive until the launch has read it)
         if err:
             raise DispatchError(f"the CUDA driver refused the launch of a cached kernel (CUDA error {err}). "
                                 "Fix: check the device state (a previous kernel may have faulted) and the launch "

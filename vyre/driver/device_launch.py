@@ -20,7 +20,6 @@ overlaps another buffer (a few integer compares).
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -133,13 +132,11 @@ def launch(kernel: Kernel, arrays: Mapping[str, Any], grid: tuple[int, int, int]
         n, item = int(a.size), int(a.itemsize)
         vals += [0, 0, n, item, lo, n, item]
     vals += scalars
-    from .fast_launch import LaunchConfig, driver_launcher
+    from .fast_launch import launch_now, pack
 
-    packed = (ctypes.c_int64 * len(vals))(*vals)
-    base = ctypes.addressof(packed)
-    ptrs = (ctypes.c_void_p * len(vals))(*range(base, base + 8 * len(vals), 8))
-    cfg = LaunchConfig(*griddim, *blockdim, 0, stream or None, None, 0)
-    err = driver_launcher().fn(ctypes.byref(cfg), ctypes.c_void_p(func), ptrs, None)
+    packed, ptrs = pack(vals)
+    err = launch_now(func, griddim, blockdim, stream, ptrs)
+    del packed  # (kept alive until the launch has read it)
     if err:
         raise DispatchError(f"the CUDA driver refused a launch on GPU {device} (CUDA error {err}). Fix: check the "
                             "device state (a previous kernel may have faulted)")

@@ -120,6 +120,27 @@ def driver_launcher() -> Launcher:
     return _launcher
 
 
+def pack(vals: list[int]) -> tuple[Any, Any]:
+    """``vals`` as the int64 slots a launch reads and the array of pointers to them (the
+    ``kernelParams`` of cuLaunchKernel); both must outlive the launch call."""
+    packed = (ctypes.c_int64 * len(vals))(*vals)
+    base = ctypes.addressof(packed)
+    return packed, (ctypes.c_void_p * len(vals))(*range(base, base + 8 * len(vals), 8))
+
+
+def launch_now(func: int, griddim: tuple[int, int, int], blockdim: tuple[int, int, int], stream: int,
+               params: Any) -> int:
+    """One launch of ``func`` through the driver's entry point (cuLaunchKernelEx, or cuLaunchKernel
+    on an older driver); returns the CUDA error code."""
+    launcher = driver_launcher()
+    if launcher.extended:
+        cfg = LaunchConfig(*griddim, *blockdim, 0, ctypes.c_void_p(stream or None), None, 0)
+        return int(launcher.fn(ctypes.byref(cfg), ctypes.c_void_p(func), params, None))
+    u = ctypes.c_uint
+    return int(launcher.fn(ctypes.c_void_p(func), *(u(v) for v in (*griddim, *blockdim)), u(0),
+                           ctypes.c_void_p(stream or None), params, None))
+
+
 def packed_values(dev_args: list[Any], scalars: tuple[int, ...]) -> list[int]:
     """numba's kernel ABI for 1-D C-contiguous arrays, then the scalar arguments, as int64 slots."""
     vals: list[int] = []
@@ -247,10 +268,7 @@ class FastLaunch:
     def clone(self) -> FastLaunch:
         """A copy with its own packed arguments (and launch config), for a caller that rewrites
         pointers (:meth:`set_pointer`) or must not see :meth:`rebind` of the kernel's cached launch."""
-        vals = self.keep[0]
-        new_vals = (ctypes.c_int64 * len(vals)).from_buffer_copy(vals)
-        base = ctypes.addressof(new_vals)
-        ptrs = (ctypes.c_void_p * len(vals))(*[base + 8 * i for i in range(len(vals))])
+        new_vals, ptrs = pack(list(self.keep[0]))
         fn, args = self.call.func, self.call.args  # type: ignore[attr-defined]
         cfg = None
         if self.cfg is not None:  # cuLaunchKernelEx(config*, func, params, extra)
@@ -292,10 +310,7 @@ def build_fast_launch(launcher: Launcher, func: int, inputs: Mapping[str, Any], 
         refs = tuple((name, weakref.ref(obj)) for name, obj in inputs.items())
     except TypeError:
         return None
-    vals_list = packed_values(dev_args, scalars)
-    vals = (ctypes.c_int64 * len(vals_list))(*vals_list)
-    base = ctypes.addressof(vals)
-    ptrs = (ctypes.c_void_p * len(vals_list))(*[base + 8 * i for i in range(len(vals_list))])
+    vals, ptrs = pack(packed_values(dev_args, scalars))
     handle = ctypes.c_void_p(func)
     tensors = tuple((name, int(obj.data_ptr()), int(obj.numel()), obj.dtype) for name, obj in inputs.items()
                     if type(obj).__module__.startswith("torch"))
