@@ -18,7 +18,7 @@ from vyre.examples import fused_chain, matvec
 from vyre.ir import (
     F32, U32, Program, assign, buflen, f32, gid, if_, let, load, loop, output, read, store, u32, var,
 )
-from vyre.settings import quiet_openmp
+from vyre.settings import OPENMP_SPINS, quiet_openmp
 
 
 def rows_program() -> Program:
@@ -101,11 +101,13 @@ def test_few_heavy_rows_run_parallel_and_many_light_ones_as_before(monkeypatch: 
         set_launch_policy(previous)
 
 
-def test_quiet_openmp_sets_passive_unless_set() -> None:
+def test_quiet_openmp_sets_passive_with_a_short_spin_unless_set() -> None:
     env: dict[str, str] = {}
-    assert quiet_openmp(env) and env == {"OMP_WAIT_POLICY": "passive"}
+    assert quiet_openmp(env) and env == {"OMP_WAIT_POLICY": "passive", "GOMP_SPINCOUNT": str(OPENMP_SPINS)}
     mine = {"OMP_WAIT_POLICY": "active"}
     assert not quiet_openmp(mine) and mine == {"OMP_WAIT_POLICY": "active"}
+    spins = {"GOMP_SPINCOUNT": "0"}
+    assert quiet_openmp(spins) and spins == {"GOMP_SPINCOUNT": "0", "OMP_WAIT_POLICY": "passive"}
 
 
 def test_the_tuner_measures_few_heavy_invocations_and_leaves_light_ones_to_the_default(

@@ -7,8 +7,8 @@ variable            meaning
 ``VYRE_AUTOTUNER``  tuner :class:`Mode`: ``on``, ``natural``/``ng``, ``off``/``default``;
                     unset or unknown -> the production default, ``on`` (the sweep)
 ``VYRE_CACHE_DIR``  root of every vyre disk cache (kernels, tuner decisions)
-``OMP_WAIT_POLICY``  written, not read: ``import vyre`` sets it to ``passive`` unless it is set
-                    (:func:`quiet_openmp`)
+``OMP_WAIT_POLICY``  written, not read: ``import vyre`` sets it to ``passive`` and
+``GOMP_SPINCOUNT``  ``GOMP_SPINCOUNT`` to a short spin unless the policy is set (:func:`quiet_openmp`)
 ``VYRE_TUNE_BUDGET`` seconds the autotuner may spend per kernel and size class (default
                     0.25; ``inf`` or ``0``: unbounded / never measure)
 ``XDG_CACHE_HOME``  used as ``$XDG_CACHE_HOME/vyre`` when ``VYRE_CACHE_DIR`` is unset
@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Literal
 
 __all__ = [
-    "AUTOTUNER_ENV", "DEFAULT_TUNE_BUDGET_S", "TUNE_BUDGET_ENV", "Mode", "Settings", "cache_root", "quiet_openmp",
+    "AUTOTUNER_ENV", "DEFAULT_TUNE_BUDGET_S", "OPENMP_SPINS", "TUNE_BUDGET_ENV", "Mode", "Settings", "cache_root",
+    "quiet_openmp",
     "read_settings",
 ]
 
@@ -241,22 +242,35 @@ def _budget(value: str | None) -> float:
 
 
 OMP_WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+GOMP_SPINCOUNT_ENV = "GOMP_SPINCOUNT"
+#: spins of an idle libgomp thread before it sleeps, as ``import vyre`` sets it: about 30 us on the
+#: development VM (Emerald Rapids; BENCHMARKS.md, "OpenMP spin"), enough that a launch right after
+#: another (an op's second pass, a loop of calls) finds its threads awake (2 us instead of 40-70 us
+#: for a sleeping pool), short enough that idle threads burn little on a shared machine
+OPENMP_SPINS = 10000
 
 
 def quiet_openmp(environ: MutableMapping[str, str] | None = None) -> bool:
-    """Set ``OMP_WAIT_POLICY=passive`` unless it is already set; True when it was set here.
+    """Set ``OMP_WAIT_POLICY=passive`` and ``GOMP_SPINCOUNT=OPENMP_SPINS`` unless the wait policy
+    is set already (``GOMP_SPINCOUNT`` is set only when it is unset too); True when anything was set
+    here.
 
-    numba's OpenMP threading layer (GNU libgomp) otherwise keeps its idle threads spinning; on a
-    shared or loaded machine every parallel CPU dispatch then waits for spinning threads to be
-    scheduled (measured in BENCHMARKS.md: ~20 ms per call on a loaded 2-core box, against ~0.03 ms
-    passive). libgomp reads the variable when it loads, which numba does at the first parallel
-    launch, so ``import vyre`` calls this first; a process that ran a parallel numba function
-    before importing vyre keeps its policy. It applies to anything else in the process that loads
-    OpenMP later too; set ``OMP_WAIT_POLICY`` yourself to choose otherwise."""
+    numba's OpenMP threading layer (GNU libgomp) otherwise keeps its idle threads spinning for
+    300000 spins (milliseconds here); on a shared or loaded machine every parallel CPU dispatch then
+    waits for spinning threads to be scheduled (measured in BENCHMARKS.md: ~20 ms per call on a
+    loaded 2-core box, against ~0.03 ms passive). Fully passive threads sleep at once, and waking
+    them costs 40-70 us per launch on a VM, more than a whole reduction of 2^18 elements takes: so
+    they spin :data:`OPENMP_SPINS` times first (libgomp honours ``GOMP_SPINCOUNT`` under the
+    passive policy). libgomp reads both variables when it loads, which numba does at the first
+    parallel launch, so ``import vyre`` calls this first; a process that ran a parallel numba
+    function before importing vyre keeps its policy. It applies to anything else in the process that
+    loads libgomp later too; set ``OMP_WAIT_POLICY`` yourself to choose otherwise."""
     env = os.environ if environ is None else environ
     if env.get(OMP_WAIT_POLICY_ENV):
         return False
     env[OMP_WAIT_POLICY_ENV] = "passive"
+    if not env.get(GOMP_SPINCOUNT_ENV):
+        env[GOMP_SPINCOUNT_ENV] = str(OPENMP_SPINS)
     return True
 
 

@@ -123,6 +123,11 @@ class _Host:
 _POOL_LOCK = threading.Lock()
 
 
+def pool_lock() -> threading.Lock:
+    """The lock every parallel CPU kernel runs under (one at a time: see CpuBackend.run)."""
+    return _POOL_LOCK
+
+
 class _CpuShape(NamedTuple):
     """What a CPU call over buffers of given lengths (and ``grid=``) needs besides the arrays,
     worked out once per kernel and lengths: the checks that depend on nothing else (the grid
@@ -131,7 +136,7 @@ class _CpuShape(NamedTuple):
     grid: tuple[int, int, int]
     invocations: int  # flat: along x (a row); else in all
     rows: int  # flat: y and z rows of the grid, each running the x-row again
-    work: float | None  # statements per invocation, when it does not depend on the arrays' contents
+    work: float | None  # statements per invocation, when it does not depend on the arrays' elements
     default: Launch | None  # flat: the default launch, when ``work`` is known
 
 
@@ -186,6 +191,8 @@ class CpuBackend(_Host):
         else:
             n, rows = g[0] * g[1] * g[2] * program.workgroup_invocations, 1
         work = 0.0 if n >= PARALLEL_MIN_INVOCATIONS else model.constant
+        if work is None and not model.reads_elements:
+            work = model.fn(arrays)  # depends on these lengths only: worked out once for them
         default = kernel.default_launch(n, work) if kernel.flat and work is not None else None
         shape = _CpuShape(g, n, rows, work, default)
         if agree:
@@ -193,6 +200,27 @@ class CpuBackend(_Host):
                 kernel._shapes.clear()
             kernel._shapes[key] = shape
         return shape
+
+    def grouped_entry(self, kernel: Kernel, arrays: Mapping[str, Any], grid: tuple[int, int, int]
+                      ) -> tuple[Callable[..., Any], bool] | None:
+        """For a caller that checked a first call through :meth:`run` and then calls again over
+        arrays of the same lengths and ``grid`` (vyre.ops): the compiled entry a call would run
+        (``fn(*storage arrays in kernel.storage order, *grid)``) and whether it is the parallel
+        one (run it under :func:`pool_lock`). None for a flat kernel (its scalars depend on the
+        launch), for arrays the machine code cannot take, or lengths whose checks warned."""
+        if kernel.flat or (kernel._module is not None and not _fits(arrays.values())):
+            return None
+        key = (tuple(a.size for a in arrays.values()), grid)
+        shape: _CpuShape | None = kernel._shapes.get(key)
+        if shape is None:
+            return None
+        work = shape.work
+        if work is None:
+            from .work import work_per_invocation
+
+            work = work_per_invocation(kernel.program, arrays)
+        fn = kernel._cpu_entry(shape.invocations, shape.grid != (1, 1, 1), work)
+        return fn, fn is not kernel._fn
 
     def run(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, return_device: bool | None,
             device: int | None, strict: bool, tune: bool) -> dict[str, Any]:
@@ -226,9 +254,9 @@ class CpuBackend(_Host):
             for _ in range(shape.rows):
                 fn(*args)
         else:
-            # a parallel kernel from machine code runs on numba's workqueue pool, which aborts the
-            # process when two threads enter it at once (threads of a Dask scheduler, say); one
-            # parallel kernel uses every core anyway
+            # one parallel kernel at a time: numba's workqueue pool (NUMBA_THREADING_LAYER=workqueue
+            # or forksafe) aborts the process when two threads enter it at once (threads of a Dask
+            # scheduler, say), and one parallel kernel uses every core anyway
             with _POOL_LOCK:
                 for _ in range(shape.rows):
                     fn(*args)

@@ -9,7 +9,7 @@ the object needs, from a dispatcher compiled in this process.
 :func:`load` links such objects into one MCJIT engine of this process (llvmlite) and returns Python
 callables made by numba's ``_dynfunc.make_function``, exactly what numba's dispatcher calls once it
 has picked an overload. It needs none of numba's Python modules: the external symbols come from
-numba's C extensions (``_helperlib``, ``_dynfunc``, ``_nrt_python``, the ``workqueue`` thread pool),
+numba's C extensions (``_helperlib``, ``_dynfunc``, ``_nrt_python``, a thread pool: :func:`pool_layers`),
 loaded as extension modules, and from the process (the CPython C API, libm). ``import numba`` costs
 0.5-0.7 s and loading a kernel from numba's cache another 0.5 s; this costs the llvmlite import.
 
@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from ..errors import DispatchError
 from ..settings import read_settings
 
-__all__ = ["NativeEntry", "NativeLoadError", "args_fit", "extract", "load", "target_parts"]
+__all__ = ["NativeEntry", "NativeLoadError", "args_fit", "extract", "load", "pool_layers", "target_parts"]
 
 
 class NativeLoadError(DispatchError):
@@ -113,6 +113,24 @@ _POOL_SYMBOLS = {
 }
 
 
+def pool_layers(requested: str) -> list[str]:
+    """The thread pools to try, in order, for ``NUMBA_THREADING_LAYER=requested``: numba's own
+    choice, except that TBB is tried only when asked for by name (``tbb``, ``safe``), since numba
+    checks the TBB library's version before it loads it, which this loader cannot, and that
+    ``workqueue`` ends every list (it always loads). ``omp`` comes first by default: a parallel
+    launch on it costs about 2 us here, on ``workqueue`` 70-110 us (its threads sleep between
+    launches), which made every parallel CPU kernel under about 2^22 elements slower than serial.
+    GNU OpenMP is not fork-safe: ``forksafe`` (as in numba) keeps it out on Linux."""
+    r = requested.strip().lower()
+    linux = sys.platform.startswith("linux")
+    order = {
+        "tbb": ["tbb"], "omp": ["omp"], "workqueue": [],
+        "safe": ["tbb"], "threadsafe": ["tbb", "omp"],
+        "forksafe": ["tbb"] if linux else ["tbb", "omp"],
+    }.get(r, ["omp"])
+    return [*order, "workqueue"]
+
+
 class _Runtime:
     """One MCJIT engine per process and the symbol table numba's code links against."""
 
@@ -143,11 +161,20 @@ class _Runtime:
         self.keep: list[Any] = []
 
     def _threads(self) -> None:
-        """Start numba's ``workqueue`` thread pool (idempotent in C, shared with numba if it starts it
-        later) and name its entry points; symbols numba registered already are left alone."""
+        """Start numba's thread pool of the layer numba itself would pick (:func:`pool_layers`;
+        idempotent in C, shared with numba if it starts the same layer later) and name its entry
+        points; symbols numba registered already are left alone."""
         if self.pool is not None:
             return
-        pool = _extension("numba.np.ufunc.workqueue")
+        pool = None
+        for layer in pool_layers(dict(read_settings().numba_env).get("NUMBA_THREADING_LAYER", "default")):
+            try:
+                pool = _extension(f"numba.np.ufunc.{layer}pool" if layer != "workqueue" else
+                                  "numba.np.ufunc.workqueue")
+                break
+            except (ImportError, OSError, NativeLoadError):  # libgomp / libtbb missing
+                continue
+        assert pool is not None  # workqueue ends every list and ships with numba
         n = read_settings().num_threads
         ctypes.CFUNCTYPE(None, ctypes.c_int)(pool.launch_threads)(n)
         ctypes.CFUNCTYPE(None, ctypes.c_int)(pool.set_num_threads)(n)

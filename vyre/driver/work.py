@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from ..ir import (
     Assign, BinOp, BinOpKind, Block, BufLen, Cast, Expr, If, Let, LitI32, LitU32, Load, Loop, Node, Program,
-    Region, Var, walk_nodes,
+    Region, Var, node_exprs, walk, walk_nodes,
 )
 
 __all__ = ["UNKNOWN_TRIPS", "WorkModel", "work_model", "work_per_invocation"]
@@ -35,6 +35,9 @@ class WorkModel(NamedTuple):  # not a dataclass: defined on a warm start's first
 
     fn: Callable[[Arrays], float]
     constant: float | None = None  # programs without loops: the count, worked out once
+    #: the count reads array elements (a scalar parameter in a loop bound), not only lengths: a
+    #: count worked out for one call's lengths does not hold for another call's
+    reads_elements: bool = True
 
     def statements(self, arrays: Arrays) -> float:
         return self.constant if self.constant is not None else self.fn(arrays)
@@ -143,6 +146,17 @@ def _lets(program: Program) -> dict[str, Expr]:
     return {k: v for k, v in seen.items() if k not in bad}
 
 
+def _reads_elements(program: Program, readonly: frozenset[str]) -> bool:
+    """Could a loop bound's evaluator read an element (``Load(name, literal)`` of a read-only
+    buffer, the case :func:`_bound` evaluates)? Checked over the whole program: an upper bound."""
+    for n in walk_nodes(program.entry):
+        for top in node_exprs(n):
+            for e in walk(top):
+                if isinstance(e, Load) and e.buffer in readonly and isinstance(e.index, LitU32):
+                    return True
+    return False
+
+
 _cache: dict[int, tuple[Program, WorkModel]] = {}
 _lock = threading.Lock()
 
@@ -155,7 +169,7 @@ def work_model(program: Program) -> WorkModel:
     readonly = frozenset(b.name for b in program.buffers if not b.access.writable and not b.is_workgroup)
     fn = _body(program.entry, _lets(program), readonly)
     loops = any(isinstance(n, Loop) for n in walk_nodes(program.entry))
-    model = WorkModel(fn, None if loops else fn({}))
+    model = WorkModel(fn, None if loops else fn({}), _reads_elements(program, readonly))
     with _lock:
         if len(_cache) > 4096:
             _cache.clear()

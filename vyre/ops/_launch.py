@@ -1,4 +1,4 @@
-"""Launching an op's passes on CUDA without re-checking what the op built itself.
+"""Launching an op's passes on CUDA and the CPU without re-checking what the op built itself.
 
 ``vyre.dispatch`` checks every array on every call (names, dtypes, lengths, contiguity, overlap,
 launch coverage) and numba re-derives every argument: tens to hundreds of microseconds of host
@@ -10,7 +10,11 @@ and later launches pack numba's kernel ABI for the new arrays (per array: meminf
 itemsize, data, shape, stride) and call ``cuLaunchKernelEx`` directly, on the stream ``dispatch``
 would use (PyTorch's current stream for tensors, else the legacy default stream).
 
-Where the driver entry point cannot be reached, every launch goes through ``dispatch``."""
+Where the driver entry point cannot be reached, every launch goes through ``dispatch``.
+
+On the CPU likewise: the first call of a program over given lengths goes through ``dispatch``, and
+later ones call the compiled entry it chose (serial or parallel) with the arrays (vyre's dispatch
+costs 10-30 us of Python, a reduction of 2^16 elements about 5 us of work)."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..driver import fast_launch
+from ..driver.backend import pool_lock
 from ..driver.devices import array_device, current_ordinal, on_device
 from ..driver.dispatch import dispatch
 from ..driver.fast_launch import LaunchConfig
@@ -84,6 +89,9 @@ def launch(program: Program, arrays: Mapping[str, Any], grid: int, backend: str)
     """Run ``program`` over ``grid`` workgroups; every storage buffer must be in ``arrays`` (flat,
     contiguous, of its element type: the op's contract). The direct launch is per device (a
     function handle belongs to one GPU's context) and runs in the context of the arrays' GPU."""
+    if backend == "cpu":
+        _launch_cpu(program, arrays, grid)
+        return
     if backend != "cuda":
         dispatch(program, arrays, backend=backend, grid=grid, return_device=backend == "cudasim")
         return
@@ -132,6 +140,54 @@ def _direct(lean: _Lean | None, program: Program, arrays: Mapping[str, Any], gri
     if err:
         raise DispatchError(f"the CUDA driver refused an op's launch (CUDA error {err}). Fix: check the "
                             "device state (a previous kernel may have faulted)")
+
+
+@dataclass
+class _CpuLean:
+    """A CPU program's direct calls: its compiled kernel, the storage buffers in argument order,
+    and per (lengths, grid) the entry :meth:`CpuBackend.grouped_entry` picked after a checked
+    dispatch over those lengths."""
+
+    kernel: Any
+    order: tuple[str, ...]
+    entries: dict[tuple[tuple[int, ...], int], tuple[Any, bool]] = field(default_factory=dict)
+
+
+_cpu_lean: dict[int, tuple[Program, _CpuLean]] = {}
+
+
+def _launch_cpu(program: Program, arrays: Mapping[str, Any], grid: int) -> None:
+    """The CPU launch of an op's pass: the first call over each set of lengths goes through
+    ``dispatch`` (compile, check everything, choose serial or parallel); later calls call that
+    compiled entry with the arrays directly (about 1 us instead of 10-30)."""
+    hit = _cpu_lean.get(id(program))
+    if hit is not None and hit[0] is program:
+        lean = hit[1]
+        args = [arrays[name] for name in lean.order]
+        entry = lean.entries.get((tuple(a.size for a in args), grid))
+        if entry is not None:
+            fn, parallel = entry
+            if parallel:
+                with pool_lock():
+                    fn(*args, grid, 1, 1)
+            else:
+                fn(*args, grid, 1, 1)
+            return
+    dispatch(program, arrays, backend="cpu", grid=grid)
+    from ..driver.dispatch import _kernel_for
+
+    if hit is None or hit[0] is not program:
+        k = _kernel_for(program, "cpu")
+        hit = (program, _CpuLean(k, tuple(b.name for b in k.storage)))
+        with _lock:
+            if len(_cpu_lean) > 1024:
+                _cpu_lean.clear()
+            _cpu_lean[id(program)] = hit
+    lean = hit[1]
+    ordered = {name: arrays[name] for name in lean.order}
+    entry = lean.kernel.impl.grouped_entry(lean.kernel, ordered, (grid, 1, 1))
+    if entry is not None and len(lean.entries) < 64:
+        lean.entries[(tuple(a.size for a in ordered.values()), grid)] = entry
 
 
 _resident: dict[int, tuple[Program, int]] = {}

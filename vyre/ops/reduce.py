@@ -393,31 +393,41 @@ def _cap(ctx: Ctx, program: Program, deterministic: bool) -> int:
     return resident_workgroups(program) or gpu_workgroups_cap()
 
 
-def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, deterministic: bool = False) -> Any:
-    t = arrs["x"].dtype
-    gpu = _gpu_form(ctx)
+@functools.lru_cache(maxsize=1024)
+def _passes(kind: Reduce, t: DataType, post: Post, n: int, gpu: bool, cap: int
+            ) -> tuple[tuple[Program, int, DataType], ...]:
+    """The passes of ``kind`` over ``n`` elements of ``t``: per pass its program, its workgroups /
+    blocks and its output type; the last pass has one workgroup and writes the value."""
     a = accumulator(kind, t)
-    n = arrs["x"].size
-    inputs = {name: arr.data for name, arr in arrs.items()}
-    cap = _cap(ctx, full_program(kind, t, a, gpu=True, acc=a), deterministic) if gpu else 0
     g = _partials(n, gpu, cap)
     t_in = t
+    out = []
     while True:
         last = g == 1
-        prog = full_program(kind, t_in, t if last else a, gpu=gpu,
-                            post=post if last or post is Post.MEAN else Post.NONE, acc=a)
-        out = ctx.empty(g, t if last else a)
-        ctx.run(prog, {**inputs, "out": out}, g)
+        out.append((full_program(kind, t_in, t if last else a, gpu=gpu,
+                                 post=post if last or post is Post.MEAN else Post.NONE, acc=a), g, t if last else a))
         if last:
-            return ctx.scalar(out)
+            return tuple(out)
         # later passes combine partials: sums of partials, max of maxima (mean's division and
         # norm's squares happened in the first pass)
         kind = Reduce.SUM if kind.combine is Combine.ADD else kind
         if post is Post.MEAN:
             post = Post.NONE
-        inputs = {"x": out}
         t_in = a
         g = _partials(g, gpu, cap)
+
+
+def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, deterministic: bool = False) -> Any:
+    t = arrs["x"].dtype
+    gpu = _gpu_form(ctx)
+    a = accumulator(kind, t)
+    cap = _cap(ctx, full_program(kind, t, a, gpu=True, acc=a), deterministic) if gpu else 0
+    inputs = {name: arr.data for name, arr in arrs.items()}
+    for prog, g, t_out in _passes(kind, t, post, arrs["x"].size, gpu, cap):
+        out = ctx.empty(g, t_out)
+        ctx.run(prog, {**inputs, "out": out}, g)
+        inputs = {"x": out}
+    return ctx.scalar(out)
 
 
 def _reduce(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
