@@ -44,11 +44,14 @@ class WorkModel(NamedTuple):  # not a dataclass: defined on a warm start's first
 
 
 def _bound(e: Expr, lets: Mapping[str, Expr], readonly: frozenset[str], depth: int = 0) -> _Eval:
-    """An evaluator of ``e`` from the call's arrays (None: not known before the run)."""
+    """An evaluator of ``e`` from the call's arrays (None: not known before the run). ``lets``
+    also maps a workgroup buffer's ``BufLen`` to its declared length (see :func:`work_model`)."""
     match e:
         case LitU32(v) | LitI32(v):
             val = float(v)
             return lambda _a: val
+        case BufLen(name) if (fixed := lets.get(_BUFLEN + name)) is not None:
+            return _bound(fixed, lets, readonly, depth + 1)
         case BufLen(name):
             return lambda arrays: float(arrays[name].size) if name in arrays else None
         case Load(name, LitU32(i)) if name in readonly:
@@ -129,8 +132,12 @@ def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[
     return count
 
 
+_BUFLEN = "\0buflen:"  # prefix of a workgroup buffer's length in the ``lets`` map (no local has it)
+
+
 def _lets(program: Program) -> dict[str, Expr]:
-    """Locals bound by exactly one ``let`` and never assigned: their value is that expression."""
+    """Locals bound by exactly one ``let`` and never assigned: their value is that expression; and
+    each workgroup buffer's declared length, under ``_BUFLEN + name``."""
     seen: dict[str, Expr] = {}
     bad: set[str] = set()
     for n in walk_nodes(program.entry):
@@ -143,7 +150,11 @@ def _lets(program: Program) -> dict[str, Expr]:
                 bad.add(name)
             case _:
                 pass
-    return {k: v for k, v in seen.items() if k not in bad}
+    out: dict[str, Expr] = {k: v for k, v in seen.items() if k not in bad}
+    for b in program.buffers:
+        if b.is_workgroup:
+            out[_BUFLEN + b.name] = LitU32(b.count)
+    return out
 
 
 def _reads_elements(program: Program, readonly: frozenset[str]) -> bool:

@@ -48,6 +48,18 @@ class Combine(enum.Enum):
             case Combine.MIN:
                 return select(x.lt(acc).or_(isnan(x)), x, acc)
 
+    def ordered_step(self, acc: Expr, x: Expr) -> Expr:
+        """:meth:`step` for values that are not NaN (a NaN ``x`` leaves ``acc``; a NaN ``acc``
+        may absorb ``x``): one comparison and a select, which a CPU does in one vector
+        instruction (``maxps``). The CPU lane forms use it beside NaN flags (:func:`lane_reduce`)."""
+        match self:
+            case Combine.ADD:
+                return acc + x
+            case Combine.MAX:
+                return select(x.gt(acc), x, acc)
+            case Combine.MIN:
+                return select(x.lt(acc), x, acc)
+
 
 def isnan(e: Expr) -> Expr:
     return unop(UnOpKind.IS_NAN, e)
@@ -57,11 +69,13 @@ def nan(t: DataType) -> Expr:
     return lit(math.nan, t)
 
 
-def tree(prefix: str, values: list[Expr], comb: Combine) -> tuple[list[Node], Expr]:
+def tree(prefix: str, values: list[Expr], comb: Combine, step: Callable[[Expr, Expr], Expr] | None = None
+         ) -> tuple[list[Node], Expr]:
     """Pairwise combination ``((v0 . v1) . (v2 . v3)) ...``: the order every program uses to merge
     its accumulators (documented in docs/ops.md). Returns the statements and the result: every
     value and partial result is bound to a local first, since ``max``/``min`` read each operand
     twice (a nested expression would grow 4x per level: 16 values gave 3000 lines of PTX)."""
+    step = step or comb.step
     nodes: list[Node] = []
     names = []
     for i, v in enumerate(values):
@@ -75,7 +89,7 @@ def tree(prefix: str, values: list[Expr], comb: Combine) -> tuple[list[Node], Ex
         nxt = []
         for i in range(0, len(names) - 1, 2):
             name = f"{prefix}_l{level}_{i // 2}"
-            nodes.append(let(name, comb.step(var(names[i]), var(names[i + 1]))))
+            nodes.append(let(name, step(var(names[i]), var(names[i + 1]))))
             nxt.append(name)
         if len(names) % 2:
             nxt.append(names[-1])
@@ -118,8 +132,8 @@ def bounded_span(n: Expr, start: Expr, length: Expr, prefix: str = "") -> list[N
     ]
 
 
-def lane_fold(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pair: int, prefix: str = ""
-              ) -> list[Node]:
+def lane_fold(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pair: int, prefix: str = "",
+              flags: BufferDecl | None = None) -> list[Node]:
     """Fold ``term(i)`` for every ``i`` of the span ``[<prefix>lo, <prefix>hi)`` (bound by
     :func:`bounded_span`, ``<prefix>len`` elements) into the lane array ``lanes`` (already holding
     the identity), CPU form: each step adds ``len(lanes)`` consecutive elements, element ``k`` into
@@ -128,21 +142,33 @@ def lane_fold(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pa
     last ``< len(lanes)`` one per lane. The loops over ``k`` are elementwise, so LLVM vectorises
     them (numba compiles without fast-math: a loop-carried scalar sum stays scalar), and every
     index is proven in range (``p + k < lo + span m2 <= lo + len = hi``), so they carry no guard.
-    Merge the lanes after with :func:`halving`."""
+    ``flags`` (max/min, a u32 array as long as ``lanes``, holding 0): the lanes combine with
+    :meth:`Combine.ordered_step` and lane ``k``'s flag records a NaN among its elements (one
+    unordered comparison per pair), half the vector work of the NaN-propagating step. Merge the
+    lanes after with :func:`halving`, or use :func:`lane_reduce`, which does all of it."""
     nl = lanes.count
     span = nl * pair
+    step = comb.step if flags is None else comb.ordered_step
 
     def v(name: str) -> Expr:
         return var(f"{prefix}{name}")
 
+    def flagged(slot: Expr, vals: list[Expr]) -> list[Node]:
+        if flags is None:
+            return []
+        seen = isnan(vals[0])
+        for x in vals[1:]:
+            seen = seen.or_(isnan(x))
+        return [store(flags, slot, flags[slot] | cast(U32, seen))]
+
     def into(i: Expr, slot: Expr, tmp: str) -> list[Node]:
-        return [let(tmp, term(i)), store(lanes, slot, comb.step(lanes[slot], var(tmp)))]
+        return [let(tmp, term(i)), store(lanes, slot, step(lanes[slot], var(tmp))), *flagged(slot, [var(tmp)])]
 
     def into_pairs(i: Expr, slot: Expr, tmp: str) -> list[Node]:
         vals = [var(f"{tmp}{u}") for u in range(pair)]
         nodes: list[Node] = [let(x.name, term(i + u32(u * nl) if u else i)) for u, x in enumerate(vals)]
-        more, part = tree(f"{tmp}t", list(vals), comb)
-        return [*nodes, *more, store(lanes, slot, comb.step(lanes[slot], part))]
+        more, part = tree(f"{tmp}t", list(vals), comb, step)
+        return [*nodes, *more, store(lanes, slot, step(lanes[slot], part)), *flagged(slot, list(vals))]
 
     k = var("k")
     return [
@@ -160,6 +186,34 @@ def lane_fold(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pa
         let(f"{prefix}t0", v("s0") + v("m1") * u32(nl)),
         loop(f"{prefix}q", v("t0"), v("hi"), into(v("q"), v("q") - v("t0"), f"{prefix}w")),
     ]
+
+
+def nan_flags(lanes: BufferDecl) -> BufferDecl:
+    """The NaN flags beside a max/min lane array (:func:`lane_fold`'s ``flags``)."""
+    return workgroup(f"{lanes.name}_nan", lanes.count, U32)
+
+
+def lane_reduce(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pair: int, prefix: str = ""
+                ) -> tuple[list[Node], Expr, list[BufferDecl]]:
+    """The whole CPU lane reduction of the span ``[<prefix>lo, <prefix>hi)`` (:func:`bounded_span`):
+    the lanes set to the identity, :func:`lane_fold`, the pairwise merge (:func:`halving`). Returns
+    the statements, the result (an expression reading the lanes; bind it before the lanes are
+    used again) and the extra workgroup buffers it used: max and min keep NaN flags beside the
+    lanes (:func:`nan_flags`), so the result is NaN exactly when an element is."""
+    t = lanes.element
+    k = var("k")
+    nodes: list[Node] = [loop("k", u32(0), buflen(lanes), [store(lanes, k, comb.identity(t))])]
+    if comb is Combine.ADD:
+        nodes += [*lane_fold(lanes, comb, term, pair, prefix), *halving(lanes, lanes.count, comb.step, f"{prefix}r")]
+        return nodes, lanes[u32(0)], []
+    flags = nan_flags(lanes)
+    nodes += [
+        loop("k", u32(0), buflen(flags), [store(flags, k, u32(0))]),
+        *lane_fold(lanes, comb, term, pair, prefix, flags),
+        *halving(lanes, lanes.count, comb.ordered_step, f"{prefix}r"),
+        *halving(flags, flags.count, lambda a, b: a | b, f"{prefix}f"),
+    ]
+    return nodes, select(flags[u32(0)].ne(u32(0)), nan(t), lanes[u32(0)]), [flags]
 
 
 def subgroup_combine(prefix: str, value: Expr, comb: Combine, t: DataType) -> tuple[list[Node], Expr]:

@@ -27,11 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..ir import (
-    BufferDecl, DataType, Expr, Node, assign, buflen, if_, let, load, loop, minimum, select, store, u32, var,
+    BufferDecl, DataType, Expr, Node, assign, buflen, if_, let, load, loop, minimum, select, u32, var,
     workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import Combine, all_of, bounded_span, halving, lane_fold, tree
+from ._blocks import Combine, all_of, bounded_span, lane_reduce, tree
 from .reduce import CPU_LANES, CPU_PAIR
 
 #: CPU form: rows this long or longer reduce through a lane array, shorter ones into ``unroll``
@@ -57,8 +57,9 @@ class RowLoop:
     #: CPU form: reduce rows of at least LANES_MIN_COLS elements through lane arrays (not
     #: differentiable: reverse mode refuses workgroup memory written in a loop)
     lane_reduce: bool = False
-    #: CPU form: the lane arrays the reductions use, one per accumulator type (add them to the program)
-    lane_arrays: dict[DataType, BufferDecl] = field(default_factory=dict)
+    #: CPU form: the lane arrays the reductions use by name, one per accumulator type and the NaN
+    #: flags of max/min (add them to the program)
+    lane_arrays: dict[str, BufferDecl] = field(default_factory=dict)
     _cached: set[str] = field(default_factory=set)
 
     @staticmethod
@@ -173,21 +174,19 @@ class RowLoop:
         """CPU form of :meth:`reduce`: the row's span ``[base, base + cols)``, clipped to the
         buffers read (:func:`bounded_span`; a no-op for every row the program is dispatched over,
         but it lets the range analysis drop every guard), folded into this type's lane array."""
-        lanes = self.lane_arrays.get(t)
-        if lanes is None:
-            lanes = self.lane_arrays[t] = workgroup(f"lanes_{t.name.lower()}", CPU_LANES, t)
+        lanes = workgroup(f"lanes_{t.name.lower()}", CPU_LANES, t)
         n: Expr = buflen(bufs[0])
         for b in bufs[1:]:
             n = minimum(n, buflen(b))
         p = f"{prefix}_"
-        k = var("k")
+        fold, total, more = lane_reduce(lanes, comb, lambda i: term(self._access(i)), CPU_PAIR, p)
+        for b in (lanes, *more):
+            self.lane_arrays.setdefault(b.name, b)
         nodes: list[Node] = [
             let(f"{p}n", n),
             *bounded_span(var(f"{p}n"), self.base, self.cols, p),
-            loop("k", u32(0), buflen(lanes), [store(lanes, k, comb.identity(t))]),
-            *lane_fold(lanes, comb, lambda i: term(self._access(i)), CPU_PAIR, p),
-            *halving(lanes, CPU_LANES, comb.step, f"{p}r"),
-            let(f"{p}tot", lanes[u32(0)]),
+            *fold,
+            let(f"{p}tot", total),
         ]
         return nodes, var(f"{p}tot")
 

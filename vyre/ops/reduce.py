@@ -39,7 +39,8 @@ from ..ir import (
 )
 from ..ir.expr import lit
 from ._blocks import (
-    SUBGROUP, Combine, all_of, bounded_span, halving, isnan, lane_fold, subgroup_combine, tree, workgroup_combine,
+    SUBGROUP, Combine, all_of, bounded_span, halving, isnan, lane_reduce, nan, nan_flags, subgroup_combine, tree,
+    workgroup_combine,
 )
 from ._runtime import Arr, Ctx, Kind, OpsError, gpu_workgroups_cap, prepare
 
@@ -180,18 +181,13 @@ def _lane_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out:
     lanes = workgroup("lanes", CPU_LANES, a)
     bufs = [*bufs, lanes]
     out = bufs[len(names)]
-    n, g, k = var("n"), var("g"), var("k")
+    n, g = var("n"), var("g")
     # CPU_PAIR elements per lane and step; dot keeps 1 (2 measured slower)
     pair = 1 if kind is Reduce.DOT else CPU_PAIR
-    body: list[Node] = [
-        *_block_bounds(names, buflen(out)),
-        let("g", wgid()),
-        loop("k", u32(0), buflen(lanes), [store(lanes, k, comb.identity(a))]),
-        *lane_fold(lanes, comb, lambda i: kind.term(a, i), pair),
-    ]
-    body += halving(lanes, CPU_LANES, comb.step, "r")
-    body.append(if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(lanes[u32(0)], post, a, n)))]))
-    return Program.wrapped(bufs, 1, body)
+    nodes, total, more = lane_reduce(lanes, comb, lambda i: kind.term(a, i), pair)
+    body: list[Node] = [*_block_bounds(names, buflen(out)), let("g", wgid()), *nodes]
+    body.append(if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(total, post, a, n)))]))
+    return Program.wrapped([*bufs, *more], 1, body)
 
 
 def _block_bounds(names: list[str], parts: Expr) -> list[Node]:
@@ -301,15 +297,22 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
     (many equal maxima) a second lane-array loop over the block keeps per lane the lowest index
     holding ``mx``, and the lanes merge by ``min``."""
     lm, li = workgroup("lanes_m", CPU_LANES, t), workgroup("lanes_i", CPU_LANES, U32)
+    lf = nan_flags(lm)
     val, idx = bufs[-2], bufs[-1]
-    bufs = [*bufs, lm, li]
+    bufs = [*bufs, lm, li, lf]
     g, k, mx, best = var("g"), var("k"), var("mx"), var("best")
 
     def max_step(i: Expr, slot: Expr, tmp: str) -> list[Node]:
-        return [let(tmp, load("x", i)), store(lm, slot, Combine.MAX.step(lm[slot], var(tmp)))]
+        # NaN-ignoring max beside a NaN flag per lane (Combine.ordered_step, _blocks.lane_fold)
+        return [let(tmp, load("x", i)), store(lm, slot, Combine.MAX.ordered_step(lm[slot], var(tmp))),
+                store(lf, slot, lf[slot] | cast(U32, isnan(var(tmp))))]
 
     def hit(v: Expr) -> Expr:
         return select(isnan(mx), isnan(v), v.eq(mx))
+
+    def lane_hit(slot: Expr) -> Expr:
+        """Does lane ``slot`` hold the block's maximum (a NaN: its flag)?"""
+        return select(isnan(mx), lf[slot].ne(u32(0)), lm[slot].eq(mx))
 
     def visit(i: Expr, tmp: str) -> list[Node]:
         """``best = min(best, index of i)`` where element ``i`` holds the maximum."""
@@ -327,19 +330,22 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
         *_block_bounds(["x", "xi"] if indexed else ["x"], buflen(val)),
         let("g", wgid()),
         let("t0", var("lo") + var("m") * u32(CPU_LANES)),
-        loop("k", u32(0), buflen(lm), [store(lm, k, lit(-math.inf, t))]),
+        loop("k", u32(0), buflen(lm), [store(lm, k, lit(-math.inf, t)), store(lf, k, u32(0))]),
         loop("a_j", u32(0), var("m"), [
             let("a_p", var("lo") + var("a_j") * u32(CPU_LANES)),
             loop("k", u32(0), buflen(lm), max_step(p + k, k, "a_v")),
         ]),
         loop("a_q", var("t0"), var("hi"), max_step(var("a_q"), var("a_q") - var("t0"), "a_w")),
         let("mx", lit(-math.inf, t)),
-        loop("k", u32(0), buflen(lm), [let("c", lm[k]), assign("mx", Combine.MAX.step(mx, var("c")))]),
+        let("nf", u32(0)),
+        loop("k", u32(0), buflen(lm), [let("c", lm[k]), assign("mx", Combine.MAX.ordered_step(mx, var("c"))),
+                                       assign("nf", var("nf") | lf[k])]),
+        assign("mx", select(var("nf").ne(u32(0)), nan(t), mx)),
         let("best", u32(_NONE)),
         let("nh", u32(0)),
-        loop("k", u32(0), buflen(lm), [assign("nh", var("nh") + cast(U32, hit(lm[k])))]),
+        loop("k", u32(0), buflen(lm), [assign("nh", var("nh") + cast(U32, lane_hit(k)))]),
         if_(var("nh").le(u32(ARGMAX_SCAN_LANES)), [
-            loop("k", u32(0), buflen(lm), [if_(hit(lm[k]), [
+            loop("k", u32(0), buflen(lm), [if_(lane_hit(k), [
                 loop("b_j", u32(0), var("m"), visit(var("lo") + var("b_j") * u32(CPU_LANES) + k, "b")),
                 let("b_t", var("t0") + k),
                 if_(var("b_t").lt(var("hi")), visit(var("b_t"), "c")),
