@@ -41,7 +41,7 @@ from typing import Literal
 
 __all__ = [
     "AUTOTUNER_ENV", "DEFAULT_TUNE_BUDGET_S", "OPENMP_SPINS", "TUNE_BUDGET_ENV", "Mode", "Settings", "cache_root",
-    "quiet_openmp",
+    "backend_setting", "quiet_openmp",
     "read_settings",
 ]
 
@@ -279,6 +279,8 @@ CUDASIM_ENV = "NUMBA_ENABLE_CUDASIM"
 
 def cuda_simulator(environ: Mapping[str, str] | None = None) -> bool:
     """``NUMBA_ENABLE_CUDASIM`` is set (numba reads it once, when numba.cuda is first imported)."""
+    if environ is None and _RAW_CUDASIM_KEY not in _RAW_ENV:  # type: ignore[operator]
+        return False  # the usual case, asked on every op call: no decoding of the environment
     env = os.environ if environ is None else environ
     return env.get(CUDASIM_ENV, "0") not in ("", "0")
 
@@ -290,9 +292,22 @@ _RAW_BACKEND_KEY: object = (BACKEND_ENV.encode() if _RAW_ENV is not os.environ a
                             else BACKEND_ENV)
 
 
+_RAW_CUDASIM_KEY: object = (CUDASIM_ENV.encode() if _RAW_ENV is not os.environ and os.name == "posix"
+                            else CUDASIM_ENV)
+
+
 def backend_forced() -> bool:
     """Is ``VYRE_BACKEND`` set? (The cheapest question about the environment: no parsing.)"""
     return _RAW_BACKEND_KEY in _RAW_ENV  # type: ignore[operator]
+
+
+def backend_setting() -> str | None:
+    """``read_settings().backend`` without parsing the rest of the environment (which costs tens of
+    microseconds; every op called without ``backend=`` asks for the default backend)."""
+    if not backend_forced():
+        return None
+    value = os.environ.get(BACKEND_ENV)
+    return value.strip().lower() if value else None
 
 
 def cache_root(settings: Settings | None = None) -> Path:

@@ -33,9 +33,9 @@ def cuda_available() -> bool:
 
 
 def default_backend() -> str:
-    from ..settings import read_settings
+    from ..settings import backend_setting
 
-    env = read_settings().backend
+    env = backend_setting()
     if env is not None:
         return check_backend(env)
     return "cuda" if cuda_available() else "cpu"

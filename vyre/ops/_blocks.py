@@ -17,6 +17,8 @@ from ..ir import (
 from ..ir.expr import Var, lit
 
 SUBGROUP = 32
+#: :func:`halving`: levels of at most this many slots are written out instead of looped
+HALVING_UNROLLED = 8
 
 
 class Combine(enum.Enum):
@@ -104,7 +106,7 @@ def halving(lanes: BufferDecl, count: int, step: Callable[[Expr, Expr], Expr], p
     level, which LLVM vectorises; a tree of ``log2(count)`` levels). ``base``: the slots start there."""
     out: list[Node] = []
     half = count // 2
-    while half >= 1:
+    while half > HALVING_UNROLLED:
         k: Expr = var(f"{prefix}{half}")
         a, b = var(f"{prefix}{half}_a"), var(f"{prefix}{half}_b")
         name = f"{prefix}{half}"
@@ -113,6 +115,14 @@ def halving(lanes: BufferDecl, count: int, step: Callable[[Expr, Expr], Expr], p
         out.append(loop(name, u32(0), u32(half), [
             let(a.name, lanes[k]), let(b.name, lanes[k + u32(half)]), store(lanes, k, step(a, b)),
         ]))
+        half //= 2
+    # the last levels in straight-line code (the same adds in the same order): a loop of 8 or fewer
+    # iterations costs more in set-up (LLVM's run-time alias checks) than its work
+    while half >= 1:
+        for i in range(half):
+            a, b = var(f"{prefix}{half}_{i}a"), var(f"{prefix}{half}_{i}b")
+            out += [let(a.name, lanes[u32(base + i)]), let(b.name, lanes[u32(base + i + half)]),
+                    store(lanes, u32(base + i), step(a, b))]
         half //= 2
     return out
 

@@ -22,7 +22,7 @@ import ctypes
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..driver import fast_launch
 from ..driver.backend import pool_lock
@@ -32,7 +32,7 @@ from ..driver.fast_launch import LaunchConfig
 from ..errors import DispatchError
 from ..ir import Program
 
-__all__ = ["launch"]
+__all__ = ["CpuCall", "cpu_call", "launch"]
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,34 @@ def _launch_cpu(program: Program, arrays: Mapping[str, Any], grid: int) -> None:
     entry = lean.kernel.impl.grouped_entry(lean.kernel, ordered, (grid, 1, 1))
     if entry is not None and len(lean.entries) < 64:
         lean.entries[(tuple(a.size for a in ordered.values()), grid)] = entry
+
+
+class CpuCall(NamedTuple):
+    """A CPU pass ready to call: the compiled entry a checked dispatch chose for these lengths and
+    grid. ``call(*arrays)`` takes the storage buffers in ``order``."""
+
+    fn: Any
+    parallel: bool
+    order: tuple[str, ...]
+    grid: int
+
+    def call(self, *arrays: Any) -> None:
+        if self.parallel:
+            with pool_lock():
+                self.fn(*arrays, self.grid, 1, 1)
+        else:
+            self.fn(*arrays, self.grid, 1, 1)
+
+
+def cpu_call(program: Program, sizes: Mapping[str, int], grid: int) -> CpuCall | None:
+    """The direct call of ``program`` over buffers of these lengths (by name) and ``grid``, if a
+    launch over them went through :func:`launch` before (checked once, then remembered)."""
+    hit = _cpu_lean.get(id(program))
+    if hit is None or hit[0] is not program:
+        return None
+    lean = hit[1]
+    entry = lean.entries.get((tuple(sizes[name] for name in lean.order), grid))
+    return None if entry is None else CpuCall(entry[0], entry[1], lean.order, grid)
 
 
 _resident: dict[int, tuple[Program, int]] = {}

@@ -180,8 +180,8 @@ class RowLoop:
             n = minimum(n, buflen(b))
         p = f"{prefix}_"
         fold, total, more = lane_reduce(lanes, comb, lambda i: term(self._access(i)), CPU_PAIR, p)
-        for b in (lanes, *more):
-            self.lane_arrays.setdefault(b.name, b)
+        for decl in (lanes, *more):
+            self.lane_arrays.setdefault(decl.name, decl)
         nodes: list[Node] = [
             let(f"{p}n", n),
             *bounded_span(var(f"{p}n"), self.base, self.cols, p),

@@ -194,8 +194,10 @@ def prepare(named: Mapping[str, Any], backend: str | None, *, ndim: int | None =
     simulator), else vyre's default
     (``VYRE_BACKEND``, else CUDA when a GPU is usable, else CPU). Host arrays on a GPU backend are
     copied to the device once. Device arrays on ``cpu``/``interp`` are an error."""
-    if backend in _HOST_CHECKED and all(type(x) is np.ndarray for x in named.values()):
-        return _prepare_host(named, backend, ndim, same_dtype)
+    if all(type(x) is np.ndarray for x in named.values()):
+        host = default_backend() if backend is None else backend
+        if isinstance(host, str) and host in _HOST_CHECKED:
+            return _prepare_host(named, host, ndim, same_dtype)
     kinds = {name: _kind(x) for name, x in named.items()}
     dev = [n for n, k in kinds.items() if k is not Kind.NUMPY]
     if backend is None:

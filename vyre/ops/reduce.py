@@ -28,7 +28,7 @@ import builtins
 import enum
 import functools
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,6 +42,8 @@ from ._blocks import (
     SUBGROUP, Combine, all_of, bounded_span, halving, isnan, lane_reduce, nan, nan_flags, subgroup_combine, tree,
     workgroup_combine,
 )
+from ..driver.backends import default_backend
+from ._launch import CpuCall, cpu_call
 from ._runtime import Arr, Ctx, Kind, OpsError, gpu_workgroups_cap, prepare
 
 __all__ = [
@@ -436,8 +438,87 @@ def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, determin
     return ctx.scalar(out)
 
 
+class _CpuPass(NamedTuple):
+    call: CpuCall
+    outputs: tuple[tuple[str, np.dtype], ...]  # allocated per call: name, dtype
+    carry: tuple[tuple[str, str], ...]  # an output that the next pass reads: its name, the input's
+
+
+class _CpuPlan(NamedTuple):
+    """The CPU passes of one reduction over arrays of one dtype and length, each a direct call
+    (vyre.ops._launch.cpu_call): a repeated call skips preparing, planning and looking up (about
+    5 us of the 9 an op on a small array cost). ``result``: the output whose element 0 is the answer."""
+
+    passes: tuple[_CpuPass, ...]
+    result: str
+
+    def run(self, named: dict[str, np.ndarray]) -> Any:
+        arrays = {name: x.reshape(-1) for name, x in named.items()}
+        for call, outputs, carry in self.passes:
+            for name, dt in outputs:
+                arrays[name] = np.empty(call.grid, dt)
+            call.call(*[arrays[name] for name in call.order])
+            arrays = {dst: arrays[src] for src, dst in carry} or arrays
+        return arrays[self.result][0]
+
+
+#: (reduction, post, backend argument, dtype, lengths) -> plan; only numpy arrays that are C-contiguous
+#: and aligned, on the CPU backend, reach it (what prepare would pass through unchanged)
+_cpu_plans: dict[tuple[Any, ...], _CpuPlan] = {}
+
+
+def _plan_key(kind: Reduce | None, post: Post, named: dict[str, Any], backend: str | None) -> tuple[Any, ...] | None:
+    """The key of a CPU plan for this call (``kind`` None: argmax), or None where the call must
+    take the checked path (not the CPU backend, or an array prepare would copy or refuse)."""
+    if backend != "cpu" and (backend is not None or default_backend() != "cpu"):
+        return None
+    key: list[Any] = [kind, post, backend]
+    for x in named.values():
+        if type(x) is not np.ndarray or not (x.flags.c_contiguous and x.flags.aligned):
+            return None
+        key += [x.dtype, x.size, x.ndim if kind is Reduce.DOT else 0]
+    return tuple(key)
+
+
+PassSpec = tuple[Program, int, dict[str, int], tuple[tuple[str, np.dtype], ...]]
+
+
+def _remember_plan(key: tuple[Any, ...], passes: list[PassSpec], carry: tuple[tuple[str, str], ...],
+                   result: str) -> None:
+    """Remember the direct calls of ``passes`` (program, grid, lengths by buffer name, outputs) if
+    every one went through a checked launch; the last pass carries nothing."""
+    planned = []
+    for i, (prog, g, sizes, outputs) in enumerate(passes):
+        call = cpu_call(prog, sizes, g)
+        if call is None:
+            return
+        planned.append(_CpuPass(call, outputs, carry if i + 1 < len(passes) else ()))
+    if len(_cpu_plans) > 1024:
+        _cpu_plans.clear()
+    _cpu_plans[key] = _CpuPlan(tuple(planned), result)
+
+
 def _reduce(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
             gpu_form: bool | None = None, deterministic: bool = False) -> Any:
+    key = _plan_key(kind, post, named, backend) if gpu_form is None else None
+    if key is not None:
+        plan = _cpu_plans.get(key)
+        if plan is not None:
+            return plan.run(named)
+    out = _reduce_checked(kind, post, named, backend, gpu_form, deterministic)
+    if key is not None:
+        x = next(iter(named.values()))
+        sizes = {name: x.size for name in named}
+        passes: list[PassSpec] = []
+        for prog, g, t_out in _passes(kind, DataType.from_numpy(x.dtype), post, x.size, False, 0):
+            passes.append((prog, g, {**sizes, "out": g}, (("out", t_out.np_dtype),)))
+            sizes = {"x": g}
+        _remember_plan(key, passes, (("out", "x"),), "out")
+    return out
+
+
+def _reduce_checked(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
+                    gpu_form: bool | None = None, deterministic: bool = False) -> Any:
     ctx, arrs = prepare(named, backend, ndim=1 if kind is Reduce.DOT else None)
     if gpu_form is not None:
         ctx.gpu_form = gpu_form
@@ -491,6 +572,30 @@ def argmax(x: Any, *, backend: str | None = None, deterministic: bool = False) -
 
 
 def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:
+    key = _plan_key(None, Post.NONE, {"x": x}, backend) if gpu_form is None else None
+    if key is not None:
+        plan = _cpu_plans.get(key)
+        if plan is not None:
+            return np.int64(int(plan.run({"x": x})))
+    out = _argmax_checked(x, backend, gpu_form, deterministic)
+    if key is not None:
+        t = DataType.from_numpy(x.dtype)
+        outputs = (("val", t.np_dtype), ("idx", np.dtype(np.uint32)))
+        passes: list[PassSpec] = []
+        g = _partials(x.size, False)
+        sizes = {"x": x.size}
+        while True:
+            passes.append((argmax_program(t, gpu=False, indexed=len(passes) > 0), g, {**sizes, "val": g, "idx": g},
+                           outputs))
+            if g == 1:
+                break
+            sizes = {"x": g, "xi": g}
+            g = _partials(g, False)
+        _remember_plan(key, passes, (("val", "x"), ("idx", "xi")), "idx")
+    return out
+
+
+def _argmax_checked(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:
     ctx, arrs = prepare({"x": x}, backend)
     if gpu_form is not None:
         ctx.gpu_form = gpu_form
