@@ -1,24 +1,33 @@
-"""CPU benchmark of vyre.ops against numpy (the bar: numpy's pairwise sum). Prints a markdown table;
-every number is measured in this run. Run on an otherwise idle machine:
+"""CPU benchmark of vyre.ops against numpy (the bar: numpy's pairwise sum; BLAS for dot, norm and
+matvec). Prints a markdown table; every number is measured in this run. Run on an otherwise idle
+machine:
 
     python bench/ops_bench.py [--quick]
 
-Timings are the best of several runs (warm kernels: compile time is excluded), after one call that
-compiles and one that the autotuner may use; vyre and numpy are measured in alternating rounds (a
-shared machine's load hits both), and vyre's CPU time (all threads) is reported beside its wall time."""
+Every op of issue 15 at several sizes: the whole-array reductions at 2^12, 2^16, 2^20 and 2^24
+elements (f32 and f64; ``--quick``: 2^16 and 2^20), the row-wise ops on three shapes, matvec on two.
+Timings are the best of several back-to-back calls (warm kernels: compile time is excluded, and
+the thread pool is awake, as in a loop of calls), after two calls that compile and plan; vyre and
+numpy are measured in alternating rounds (a shared machine's load hits both). Calls after the
+process has been idle for tens of milliseconds cost more on both sides (docs/ops.md)."""
 
 from __future__ import annotations
 
 import os
+import platform
+import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import numpy as np
 
 import vyre.ops as vo
 
 
-def best(fn, reps: int = 7) -> float:
+def best(fn: Callable[[], Any], reps: int = 5) -> float:
     fn()
     fn()
     ts = []
@@ -29,68 +38,91 @@ def best(fn, reps: int = 7) -> float:
     return min(ts)
 
 
-def cpu_time(fn, reps: int = 5) -> float:
-    """Process CPU seconds per call (every thread's)."""
-    t = time.process_time()
-    for _ in range(reps):
-        fn()
-    return (time.process_time() - t) / reps
-
-
-def pair(fv, fn, rounds: int = 3) -> tuple[float, float, float]:
-    """(vyre wall, numpy wall, vyre CPU) seconds: the best of alternating rounds."""
+def pair(fv: Callable[[], Any], fn: Callable[[], Any], rounds: int = 3, reps: int = 5) -> tuple[float, float]:
+    """(vyre, numpy) seconds: the best of alternating rounds."""
     tv, tn = [], []
     for _ in range(rounds):
-        tv.append(best(fv, 3))
-        tn.append(best(fn, 3))
-    return min(tv), min(tn), cpu_time(fv)
+        tv.append(best(fv, reps))
+        tn.append(best(fn, reps))
+    return min(tv), min(tn)
 
 
-def row_reductions(row, x: np.ndarray, y: np.ndarray) -> None:
-    k = f"{x.dtype.name} 2^{x.size.bit_length() - 1}"
-    row(f"sum {k}", pair(lambda: vo.sum(x, backend="cpu"), lambda: np.sum(x)), "np.sum")
-    row(f"dot {k}", pair(lambda: vo.dot(x, y, backend="cpu"), lambda: np.dot(x, y)), "np.dot (BLAS)")
-    row(f"max {k}", pair(lambda: vo.max(x, backend="cpu"), lambda: np.max(x)), "np.max")
-    row(f"norm {k}", pair(lambda: vo.norm(x, backend="cpu"), lambda: np.linalg.norm(x)), "np.linalg.norm")
-    row(f"argmax {k}", pair(lambda: vo.argmax(x, backend="cpu"), lambda: np.argmax(x)), "np.argmax")
+def np_softmax(a: np.ndarray) -> np.ndarray:
+    e = np.exp(a - a.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_logsumexp(a: np.ndarray) -> np.ndarray:
+    m = a.max(-1)
+    return np.log(np.exp(a - m[:, None]).sum(-1)) + m
+
+
+def np_layer_norm(a: np.ndarray) -> np.ndarray:
+    mu = a.mean(-1, keepdims=True)
+    return (a - mu) / np.sqrt(a.var(-1, keepdims=True) + 1e-5)
+
+
+WHOLE: dict[str, tuple[Callable[[np.ndarray, np.ndarray], Any], Callable[[np.ndarray, np.ndarray], Any], str]] = {
+    "sum": (lambda x, y: vo.sum(x, backend="cpu"), lambda x, y: np.sum(x), "np.sum"),
+    "mean": (lambda x, y: vo.mean(x, backend="cpu"), lambda x, y: np.mean(x), "np.mean"),
+    "max": (lambda x, y: vo.max(x, backend="cpu"), lambda x, y: np.max(x), "np.max"),
+    "min": (lambda x, y: vo.min(x, backend="cpu"), lambda x, y: np.min(x), "np.min"),
+    "argmax": (lambda x, y: vo.argmax(x, backend="cpu"), lambda x, y: np.argmax(x), "np.argmax"),
+    "dot": (lambda x, y: vo.dot(x, y, backend="cpu"), lambda x, y: np.dot(x, y), "np.dot, BLAS"),
+    "norm": (lambda x, y: vo.norm(x, backend="cpu"), lambda x, y: np.linalg.norm(x), "np.linalg.norm, BLAS"),
+}
+
+ROWS: dict[str, tuple[Callable[[np.ndarray], Any], Callable[[np.ndarray], Any], str]] = {
+    "row_sum": (lambda a: vo.row_sum(a, backend="cpu"), lambda a: a.sum(-1), "a.sum(-1)"),
+    "row_max": (lambda a: vo.row_max(a, backend="cpu"), lambda a: a.max(-1), "a.max(-1)"),
+    "softmax": (lambda a: vo.softmax(a, backend="cpu"), np_softmax, "numpy"),
+    "logsumexp": (lambda a: vo.logsumexp(a, backend="cpu"), np_logsumexp, "numpy"),
+    "layer_norm": (lambda a: vo.layer_norm(a, backend="cpu"), np_layer_norm, "numpy"),
+}
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__)), check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     rng = np.random.default_rng(0)
-    n = 1 << (22 if quick else 24)
-    rows = []
+    lines: list[str] = []
+    wins = total = 0
 
-    def row(name: str, times: tuple[float, float, float], ref: str) -> None:
-        t_v, t_n, c_v = times
-        rows.append(f"| {name} | {t_v * 1e3:.3f} | {c_v * 1e3:.3f} | {t_n * 1e3:.3f} ({ref}) | {t_n / t_v:.2f}x |")
-        print(rows[-1], file=sys.stderr, flush=True)
+    def row(name: str, times: tuple[float, float], ref: str) -> None:
+        nonlocal wins, total
+        t_v, t_n = times
+        total += 1
+        wins += t_n >= t_v
+        lines.append(f"| {name} | {t_v * 1e6:.1f} | {t_n * 1e6:.1f} ({ref}) | {t_n / t_v:.2f}x |")
+        print(lines[-1], file=sys.stderr, flush=True)
 
     for dt in (np.float32, np.float64):
-        row_reductions(row, rng.standard_normal(n).astype(dt), rng.standard_normal(n).astype(dt))
-    r = c = 1024 if quick else 2048
-    xm = rng.standard_normal((r, c)).astype(np.float32)
-    v = rng.standard_normal(c).astype(np.float32)
-
-    def np_softmax(a: np.ndarray) -> np.ndarray:
-        e = np.exp(a - a.max(-1, keepdims=True))
-        return e / e.sum(-1, keepdims=True)
-
-    def np_ln(a: np.ndarray) -> np.ndarray:
-        mu = a.mean(-1, keepdims=True)
-        return (a - mu) / np.sqrt(a.var(-1, keepdims=True) + 1e-5)
-
-    row(f"row_sum {r}x{c} f32", pair(lambda: vo.row_sum(xm, backend="cpu"), lambda: xm.sum(-1)), "sum(-1)")
-    row(f"softmax {r}x{c} f32", pair(lambda: vo.softmax(xm, backend="cpu"), lambda: np_softmax(xm)), "numpy")
-    row(f"logsumexp {r}x{c} f32", pair(lambda: vo.logsumexp(xm, backend="cpu"),
-                                       lambda: np.log(np.exp(xm - xm.max(-1, keepdims=True)).sum(-1)) + xm.max(-1)),
-        "numpy")
-    row(f"layer_norm {r}x{c} f32", pair(lambda: vo.layer_norm(xm, backend="cpu"), lambda: np_ln(xm)), "numpy")
-    row(f"matvec {r}x{c} f32", pair(lambda: vo.matvec(xm, v, backend="cpu"), lambda: xm @ v), "BLAS")
-    print(f"# vyre.ops CPU benchmark\n\n{os.cpu_count()} cores; numpy {np.__version__}; "
-          f"date {time.strftime('%Y-%m-%d %H:%M')}\n")
-    print("| op | vyre (ms) | vyre CPU time (ms, all threads) | numpy (ms) | speed vs numpy |\n|---|---|---|---|---|")
-    print("\n".join(rows))
+        for lg in ((16, 20) if quick else (12, 16, 20, 24)):
+            x, y = rng.standard_normal(1 << lg).astype(dt), rng.standard_normal(1 << lg).astype(dt)
+            for name, (fv, fn, ref) in WHOLE.items():
+                row(f"{name} {np.dtype(dt).name} 2^{lg}", pair(partial(fv, x, y), partial(fn, x, y)), ref)
+    shapes = ((1024, 1024), (64, 64)) if quick else ((2048, 2048), (256, 4096), (65536, 16))
+    for r, c in shapes:
+        a = rng.standard_normal((r, c)).astype(np.float32)
+        for name, (fr, fnr, ref) in ROWS.items():
+            row(f"{name} {r}x{c} f32", pair(partial(fr, a), partial(fnr, a)), ref)
+    for r, c in (((1024, 1024),) if quick else ((2048, 2048), (4096, 4096))):
+        m = rng.standard_normal((r, c)).astype(np.float32)
+        v = rng.standard_normal(c).astype(np.float32)
+        row(f"matvec {r}x{c} f32", pair(partial(vo.matvec, m, v, backend="cpu"), partial(np.matmul, m, v)),
+            "m @ v, BLAS")
+    print(f"# vyre.ops CPU benchmark\n\n{os.cpu_count()} cores ({platform.processor() or platform.machine()}); "
+          f"numpy {np.__version__}; commit {commit()}; date {time.strftime('%Y-%m-%d %H:%M')}\n")
+    print("| op | vyre (us) | numpy (us) | speed vs numpy |\n|---|---|---|---|")
+    print("\n".join(lines))
+    print(f"\nvyre at least as fast as numpy in {wins} of {total} rows.")
 
 
 if __name__ == "__main__":

@@ -56,3 +56,31 @@ def test_generated_float_programs_cpu_within_tolerance(case) -> None:
 def test_examples_cpu_parallel_matches_interpreter(case) -> None:
     name, prog, arrays, grid = case
     assert _parity(prog, arrays, grid, exact=name != "fused_chain") == []
+
+
+# ---- Fma: fused where the CPU can (docs/semantics.md lets a backend contract a*b+c) -------------
+def test_cpu_fma_is_one_rounding_where_the_cpu_has_fma() -> None:
+    from fractions import Fraction
+
+    import llvmlite.binding as ll
+    import numpy as np
+
+    from vyre.codegen.cpu import emit_cpu
+    from vyre.ir import F64, Program, buflen, fma, gid, if_, let, load, output, read, store, var
+
+    i = var("i")
+    prog = Program.wrapped([read("a", 0, F64), read("b", 1, F64), read("c", 2, F64), output("out", 3, F64)], 64, [
+        let("i", gid()),
+        if_(i.lt(buflen("out")), [store("out", i, fma(load("a", i), load("b", i), load("c", i)))]),
+    ])
+    assert "_vy_fma(" in emit_cpu(prog)
+    # (1 + 2^-30)(1 - 2^-30) - 1 = -2^-60: unfused, the product rounds to 1.0 and the sum to 0
+    a, b, c = 1 + 2.0**-30, 1 - 2.0**-30, -1.0
+    arrays = {"a": np.array([a, 2.0]), "b": np.array([b, 3.0]), "c": np.array([c, 1.0]), "out": np.zeros(2)}
+    got = run(prog, arrays, "cpu", parallel=False)["out"]
+    fused = float(Fraction(a) * Fraction(b) + Fraction(c))
+    assert got[1] == 7.0
+    assert got[0] in (fused, a * b + c)
+    if "+fma" in ll.get_host_cpu_features().flatten().split(","):
+        assert got[0] == fused == -(2.0**-60)
+    assert run(prog, arrays, "interp")["out"][0] == 0.0  # the interpreter's documented unfused choice

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 import vyre
 from vyre.driver import dispatch as vdispatch
 from vyre.driver.launch_policy import set_launch_policy
-from vyre.driver.work import UNKNOWN_TRIPS, work_per_invocation
+from vyre.driver.work import UNKNOWN_TRIPS, work_model, work_per_invocation
 from vyre.examples import fused_chain, matvec
 from vyre.ir import (
-    F32, U32, Program, assign, buflen, f32, gid, if_, let, load, loop, output, read, store, u32, var,
+    F32, U32, Program, assign, buflen, f32, gid, if_, let, load, loop, output, read, store, u32, var, workgroup,
 )
 from vyre.settings import OPENMP_SPINS, quiet_openmp
 
@@ -54,6 +54,18 @@ def test_unknown_bounds_count_a_fixed_number_of_trips() -> None:
         loop("j", u32(0), load(x, gid()), [store(out, gid(), var("j"))]),  # data-dependent bound
     ])
     assert work_per_invocation(p, {"x": np.zeros(4, np.uint32), "out": np.zeros(4, np.uint32)}) == 1 + UNKNOWN_TRIPS
+
+
+def test_a_workgroup_buffer_counts_its_declared_length_and_lengths_alone_are_memoised() -> None:
+    x, out, tile = read("x", 0, F32), output("out", 1, F32), workgroup("tile", 96, F32)
+    p = Program.wrapped([x, out, tile], 1, [
+        loop("k", u32(0), buflen(tile), [store(tile, var("k"), load(x, var("k")))]),
+        store(out, gid(), tile[u32(0)]),
+    ])
+    arrays = {"x": np.zeros(8, np.float32), "out": np.zeros(1, np.float32)}
+    assert work_per_invocation(p, arrays) == 2 + 96  # the loop runs over the tile's 96 slots
+    assert not work_model(p).reads_elements  # so the CPU backend works it out once per lengths
+    assert work_model(rows_program()).reads_elements  # a scalar parameter bounds its loop
 
 
 def entries(monkeypatch: pytest.MonkeyPatch, k: vdispatch.Kernel) -> list[str]:
@@ -99,6 +111,17 @@ def test_few_heavy_rows_run_parallel_and_many_light_ones_as_before(monkeypatch: 
         assert used2 == ["serial", "parallel"]  # elementwise: the invocation threshold, as before
     finally:
         set_launch_policy(previous)
+
+
+@pytest.mark.parametrize(("requested", "tried"), [
+    ("default", ["omp", "workqueue"]), ("", ["omp", "workqueue"]), ("OMP", ["omp", "workqueue"]),
+    ("workqueue", ["workqueue"]), ("tbb", ["tbb", "workqueue"]), ("safe", ["tbb", "workqueue"]),
+    ("threadsafe", ["tbb", "omp", "workqueue"]), ("forksafe", ["tbb", "workqueue"]),
+])
+def test_machine_code_takes_the_thread_pool_numba_would(requested: str, tried: list[str]) -> None:
+    from vyre.driver.native_cpu import pool_layers
+
+    assert pool_layers(requested) == tried
 
 
 def test_quiet_openmp_sets_passive_with_a_short_spin_unless_set() -> None:

@@ -5,6 +5,7 @@
   unchanged in a register. It has no side effects and reads no memory, so LLVM hoists it out of
   loops and a loop using it still vectorises (a mask or shift by a loop-invariant register costs
   what one by an immediate does), while constant folding and scalar evolution see an unknown value.
+* ``fmuladd(a, b, c)``: ``Fma``, fused where the CPU can (``llvm.fmuladd``).
 * ``loop_vectorizer_off()``: the context a module compiled in the CPU backend's safe mode defines
   its kernels in (vyre/driver/cpu_selfcheck.py): numba's loop vectoriser is off while they compile.
 """
@@ -39,6 +40,26 @@ def opaque(typingctx: Any, x: types.Type) -> Any:
         return call
 
     return x(x), codegen
+
+
+@intrinsic
+def fmuladd(typingctx: Any, a: types.Type, b: types.Type, c: types.Type) -> Any:
+    """``a*b + c`` (``Fma``) as LLVM's ``llvm.fmuladd``: fused into one instruction where the CPU
+    has one (one rounding, as docs/semantics.md allows a backend), else a multiply and an add.
+    numba compiles ``a * b + c`` unfused (no fast-math), which costs a loop of multiply-adds one
+    more instruction per element."""
+    if not (isinstance(a, types.Float) and a == b == c):
+        return None
+
+    def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: Any) -> ir.Value:
+        x, y, z = args
+        name = "llvm.fmuladd.f32" if isinstance(x.type, ir.FloatType) else "llvm.fmuladd.f64"
+        fn = builder.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(builder.module, ir.FunctionType(x.type, [x.type] * 3), name=name)
+        return builder.call(fn, [x, y, z])
+
+    return a(a, b, c), codegen
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from .lanes import LaneKind, LaneKinds
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 from .ranges import RangeCtx, Resolve
 
-CODEGEN_VERSION = 15
+CODEGEN_VERSION = 16
 #: Bump when the C++ the NVRTC route prints changes (codegen/c_ops.py, cuda_c.py, this module's walk):
 #: part of that route's binary keys (kept here, which ``import vyre`` loads, so a cache hit imports no printer).
 CUDA_C_VERSION = 2
@@ -254,7 +254,7 @@ class Emitter:
             case Cast(target, value):
                 return self.cast(target, self.type_of(value, scope), sub(value))
             case Fma(a, b, c):
-                return f"({sub(a)} * {sub(b)} + {sub(c)})"  # contracted as the compiler chooses (CUDA: --fmad=true)
+                return self.fma(sub(a), sub(b), sub(c))
             case Atomic() | SubgroupBallot() | SubgroupShuffle() | SubgroupReduce():
                 raise CodegenError(
                     f"{type(e).__name__} nested inside an expression. "
@@ -308,6 +308,11 @@ class Emitter:
 
     def select(self, cond: str, a: str, b: str) -> str:
         return f"({a} if {cond} else {b})"
+
+    def fma(self, a: str, b: str, c: str) -> str:
+        """``Fma``: ``a*b + c``, contracted as the compiler chooses (CUDA: ``--fmad=true``); the
+        CPU emitter asks LLVM for a fused one where the machine has it (vyre/codegen/cpu_runtime.py)."""
+        return f"({a} * {b} + {c})"
 
     def cast(self, target: DataType, source: DataType, a: str) -> str:
         return emit_cast(target, source, a)

@@ -143,7 +143,7 @@ def bounded_span(n: Expr, start: Expr, length: Expr, prefix: str = "") -> list[N
 
 
 def lane_fold(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pair: int, prefix: str = "",
-              flags: BufferDecl | None = None) -> list[Node]:
+              flags: BufferDecl | None = None, fused: Callable[[Expr, Expr], Expr] | None = None) -> list[Node]:
     """Fold ``term(i)`` for every ``i`` of the span ``[<prefix>lo, <prefix>hi)`` (bound by
     :func:`bounded_span`, ``<prefix>len`` elements) into the lane array ``lanes`` (already holding
     the identity), CPU form: each step adds ``len(lanes)`` consecutive elements, element ``k`` into
@@ -154,8 +154,12 @@ def lane_fold(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pa
     index is proven in range (``p + k < lo + span m2 <= lo + len = hi``), so they carry no guard.
     ``flags`` (max/min, a u32 array as long as ``lanes``, holding 0): the lanes combine with
     :meth:`Combine.ordered_step` and lane ``k``'s flag records a NaN among its elements (one
-    unordered comparison per pair), half the vector work of the NaN-propagating step. Merge the
-    lanes after with :func:`halving`, or use :func:`lane_reduce`, which does all of it."""
+    unordered comparison per pair), half the vector work of the NaN-propagating step. ``fused``
+    (sums, ``pair`` 1): ``fused(i, lane)`` is the lane's new value, ``lane + term(i)`` in one
+    expression (a fused multiply-add where the product is exact). Merge the lanes after with
+    :func:`halving`, or use :func:`lane_reduce`, which does all of it."""
+    if fused is not None and pair != 1:
+        raise ValueError("lane_fold: a fused step takes one element per lane and step (pair=1)")
     nl = lanes.count
     span = nl * pair
     step = comb.step if flags is None else comb.ordered_step
@@ -172,9 +176,13 @@ def lane_fold(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pa
         return [store(flags, slot, flags[slot] | cast(U32, seen))]
 
     def into(i: Expr, slot: Expr, tmp: str) -> list[Node]:
+        if fused is not None:
+            return [store(lanes, slot, fused(i, lanes[slot]))]
         return [let(tmp, term(i)), store(lanes, slot, step(lanes[slot], var(tmp))), *flagged(slot, [var(tmp)])]
 
     def into_pairs(i: Expr, slot: Expr, tmp: str) -> list[Node]:
+        if fused is not None:
+            return into(i, slot, tmp)
         vals = [var(f"{tmp}{u}") for u in range(pair)]
         nodes: list[Node] = [let(x.name, term(i + u32(u * nl) if u else i)) for u, x in enumerate(vals)]
         more, part = tree(f"{tmp}t", list(vals), comb, step)
@@ -203,18 +211,20 @@ def nan_flags(lanes: BufferDecl) -> BufferDecl:
     return workgroup(f"{lanes.name}_nan", lanes.count, U32)
 
 
-def lane_reduce(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pair: int, prefix: str = ""
-                ) -> tuple[list[Node], Expr, list[BufferDecl]]:
+def lane_reduce(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pair: int, prefix: str = "",
+                fused: Callable[[Expr, Expr], Expr] | None = None) -> tuple[list[Node], Expr, list[BufferDecl]]:
     """The whole CPU lane reduction of the span ``[<prefix>lo, <prefix>hi)`` (:func:`bounded_span`):
     the lanes set to the identity, :func:`lane_fold`, the pairwise merge (:func:`halving`). Returns
     the statements, the result (an expression reading the lanes; bind it before the lanes are
     used again) and the extra workgroup buffers it used: max and min keep NaN flags beside the
-    lanes (:func:`nan_flags`), so the result is NaN exactly when an element is."""
+    lanes (:func:`nan_flags`), so the result is NaN exactly when an element is. ``fused``: see
+    :func:`lane_fold` (sums only)."""
     t = lanes.element
     k = var("k")
     nodes: list[Node] = [loop("k", u32(0), buflen(lanes), [store(lanes, k, comb.identity(t))])]
     if comb is Combine.ADD:
-        nodes += [*lane_fold(lanes, comb, term, pair, prefix), *halving(lanes, lanes.count, comb.step, f"{prefix}r")]
+        nodes += [*lane_fold(lanes, comb, term, pair, prefix, fused=fused),
+                  *halving(lanes, lanes.count, comb.step, f"{prefix}r")]
         return nodes, lanes[u32(0)], []
     flags = nan_flags(lanes)
     nodes += [
