@@ -82,16 +82,16 @@ def _ops_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Program, dict[str, 
     """The GPU-form programs of the vyre.ops functions, each with the inputs and grid of one of its
     passes (run on the interpreter, recorded before the pass ran)."""
     import vyre.ops as vo
-    from vyre.ops import _runtime
+    from vyre.ops import _launch, _runtime
 
     seen: dict[bytes, tuple[Program, dict[str, np.ndarray], int]] = {}
-    real = _runtime.dispatch
+    real = _launch.dispatch
 
-    def record(program: Program, arrays: Any, *, backend: str, grid: int) -> Any:
+    def record(program: Program, arrays: Any, *, backend: str, grid: int, **kw: Any) -> Any:
         seen.setdefault(program.fingerprint(), (program, {k: np.array(v) for k, v in arrays.items()}, grid))
-        return real(program, arrays, backend=backend, grid=grid)
+        return real(program, arrays, backend=backend, grid=grid, **kw)
 
-    monkeypatch.setattr(_runtime, "dispatch", record)
+    monkeypatch.setattr(_launch, "dispatch", record)
     init = _runtime.Ctx.__init__
 
     def gpu_form(self: Any, *a: Any) -> None:  # the GPU-form programs, run on the interpreter
