@@ -8,8 +8,9 @@ Every op of issue 15 at several sizes: the whole-array reductions at 2^12, 2^16,
 elements (f32 and f64; ``--quick``: 2^16 and 2^20), the row-wise ops on three shapes, matvec on two.
 Timings are the best of several back-to-back calls (warm kernels: compile time is excluded, and
 the thread pool is awake, as in a loop of calls), after two calls that compile and plan; vyre and
-numpy are measured in alternating rounds (a shared machine's load hits both). Calls after the
-process has been idle for tens of milliseconds cost more on both sides (docs/ops.md)."""
+numpy are measured in alternating rounds (a shared machine's load hits both), except against BLAS
+(``pair``'s ``alternate``). Calls after the process has been idle for tens of milliseconds cost
+more on both sides (docs/ops.md)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ import numpy as np
 import vyre.ops as vo
 
 
+#: rest before vyre's rounds of a row against BLAS: OpenBLAS's threads sleep after about 0.2 s idle
+BLAS_IDLE_S = 0.4
+
+
 def best(fn: Callable[[], Any], reps: int = 5) -> float:
     fn()
     fn()
@@ -38,8 +43,17 @@ def best(fn: Callable[[], Any], reps: int = 5) -> float:
     return min(ts)
 
 
-def pair(fv: Callable[[], Any], fn: Callable[[], Any], rounds: int = 3, reps: int = 5) -> tuple[float, float]:
-    """(vyre, numpy) seconds: the best of alternating rounds."""
+def pair(fv: Callable[[], Any], fn: Callable[[], Any], rounds: int = 3, reps: int = 5, alternate: bool = True
+         ) -> tuple[float, float]:
+    """(vyre, numpy) seconds: the best of alternating rounds. ``alternate=False`` (the rows against
+    BLAS): all of vyre's rounds, then all of numpy's, each in its steady state. OpenBLAS's idle
+    threads keep yielding the cores for about 0.2 s after a call (measured: vyre's parallel `dot`
+    of 2^20 f64 ran 2.5-3x slower for the first 150-200 ms after fifteen `np.dot` calls, and not
+    at all with ``OPENBLAS_NUM_THREADS=1``); alternating rounds measured vyre's matvec at 0.32x
+    instead of 0.8x, so vyre's rounds start after ``BLAS_IDLE_S`` of rest."""
+    if not alternate:
+        time.sleep(BLAS_IDLE_S)  # the last row's BLAS threads asleep again
+        return min(best(fv, reps) for _ in range(rounds)), min(best(fn, reps) for _ in range(rounds))
     tv, tn = [], []
     for _ in range(rounds):
         tv.append(best(fv, reps))
@@ -81,6 +95,14 @@ ROWS: dict[str, tuple[Callable[[np.ndarray], Any], Callable[[np.ndarray], Any], 
 }
 
 
+def row_ops(rng: np.random.Generator, quick: bool, row: Callable[[str, tuple[float, float], str], None]) -> None:
+    shapes = ((1024, 1024), (64, 64)) if quick else ((2048, 2048), (256, 4096), (65536, 16))
+    for r, c in shapes:
+        a = rng.standard_normal((r, c)).astype(np.float32)
+        for name, (fr, fnr, ref) in ROWS.items():
+            row(f"{name} {r}x{c} f32", pair(partial(fr, a), partial(fnr, a)), ref)
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -103,21 +125,23 @@ def main() -> None:
         lines.append(f"| {name} | {t_v * 1e6:.1f} | {t_n * 1e6:.1f} ({ref}) | {t_n / t_v:.2f}x |")
         print(lines[-1], file=sys.stderr, flush=True)
 
-    for dt in (np.float32, np.float64):
-        for lg in ((16, 20) if quick else (12, 16, 20, 24)):
-            x, y = rng.standard_normal(1 << lg).astype(dt), rng.standard_normal(1 << lg).astype(dt)
-            for name, (fv, fn, ref) in WHOLE.items():
-                row(f"{name} {np.dtype(dt).name} 2^{lg}", pair(partial(fv, x, y), partial(fn, x, y)), ref)
-    shapes = ((1024, 1024), (64, 64)) if quick else ((2048, 2048), (256, 4096), (65536, 16))
-    for r, c in shapes:
-        a = rng.standard_normal((r, c)).astype(np.float32)
-        for name, (fr, fnr, ref) in ROWS.items():
-            row(f"{name} {r}x{c} f32", pair(partial(fr, a), partial(fnr, a)), ref)
+    # the rows against BLAS last: OpenBLAS's idle threads keep yielding the cores for a while after
+    # a call, which slows whatever runs next (vyre's threads, or numpy's in the next round)
+    for blas in (False, True):
+        for dt in (np.float32, np.float64):
+            for lg in ((16, 20) if quick else (12, 16, 20, 24)):
+                x, y = rng.standard_normal(1 << lg).astype(dt), rng.standard_normal(1 << lg).astype(dt)
+                for name, (fv, fn, ref) in WHOLE.items():
+                    if ("BLAS" in ref) == blas:
+                        row(f"{name} {np.dtype(dt).name} 2^{lg}",
+                            pair(partial(fv, x, y), partial(fn, x, y), alternate=not blas), ref)
+        if not blas:
+            row_ops(rng, quick, row)
     for r, c in (((1024, 1024),) if quick else ((2048, 2048), (4096, 4096))):
         m = rng.standard_normal((r, c)).astype(np.float32)
         v = rng.standard_normal(c).astype(np.float32)
-        row(f"matvec {r}x{c} f32", pair(partial(vo.matvec, m, v, backend="cpu"), partial(np.matmul, m, v)),
-            "m @ v, BLAS")
+        row(f"matvec {r}x{c} f32", pair(partial(vo.matvec, m, v, backend="cpu"), partial(np.matmul, m, v),
+                                        alternate=False), "m @ v, BLAS")
     print(f"# vyre.ops CPU benchmark\n\n{os.cpu_count()} cores ({platform.processor() or platform.machine()}); "
           f"numpy {np.__version__}; commit {commit()}; date {time.strftime('%Y-%m-%d %H:%M')}\n")
     print("| op | vyre (us) | numpy (us) | speed vs numpy |\n|---|---|---|---|")
