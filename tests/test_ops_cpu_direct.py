@@ -115,3 +115,40 @@ def test_a_pass_runs_the_entry_its_checked_dispatch_chose() -> None:
     call.call(x, out)
     assert np.all(out == x.size // g)
     assert LA.cpu_call(prog, {"x": x.size + 1, "out": g}, g) is None  # other lengths: not checked yet
+
+
+def _child_sums(x: np.ndarray, q: Any) -> None:
+    import vyre
+
+    from vyre.driver.backend import pool_usable
+    from vyre.examples import fused_chain
+
+    n = 1 << 16  # enough invocations for the parallel entry in the parent
+    a = np.ones(n, np.float32)
+    out = vyre.dispatch(fused_chain(), {"x": a, "y": a, "out": np.zeros(n, np.float32)}, backend="cpu")["out"]
+    q.put((pool_usable(), float(vo.sum(x, backend="cpu")), float(vo.max(x, backend="cpu")), float(out[0])))
+
+
+def test_a_child_forked_after_the_pool_started_runs_the_serial_entries() -> None:
+    """GNU OpenMP's threads do not survive fork, and numba's OpenMP layer ends a forked child at its
+    first parallel launch: such a child runs every CPU kernel serially, and gets the same answers."""
+    import multiprocessing as mp
+
+    import vyre
+    from vyre.examples import fused_chain
+
+    x = np.arange(1 << 20, dtype=np.float32) % 1000
+    want = (float(vo.sum(x, backend="cpu")), float(vo.max(x, backend="cpu")))
+    a = np.ones(1 << 16, np.float32)
+    chain = vyre.dispatch(fused_chain(), {"x": a, "y": a, "out": np.zeros(1 << 16, np.float32)}, backend="cpu")
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_sums, args=(x, q))
+    p.start()
+    p.join(120)
+    assert p.exitcode == 0, "the forked child died (its first parallel launch on a dead OpenMP pool?)"
+    usable, s, m, c = q.get(timeout=10)
+    from vyre.driver.backend import _openmp_started
+
+    assert usable is (not _openmp_started())
+    assert (s, m) == want and c == float(chain["out"][0])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -128,6 +129,37 @@ def pool_lock() -> threading.Lock:
     return _POOL_LOCK
 
 
+_POOL_FORKED = False  # this process was forked from one whose OpenMP pool had started
+
+
+def pool_usable() -> bool:
+    """May this process run parallel CPU kernels? Not a child forked after its parent started GNU
+    OpenMP's thread pool: its threads do not survive fork, and numba's OpenMP layer ends such a
+    child at its first parallel launch ("Terminating: fork() called from a process already using
+    GNU OpenMP"). Such a child runs every CPU kernel's serial entry instead."""
+    return not _POOL_FORKED
+
+
+def _openmp_started() -> bool:
+    """Has this process started an OpenMP thread pool (vyre's machine-code loader or numba)?"""
+    native = sys.modules.get("vyre.driver.native_cpu")
+    runtime = getattr(native, "_runtime", None)
+    pool = getattr(runtime, "pool", None)
+    if pool is not None and "omppool" in getattr(pool, "__name__", ""):
+        return True
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    return bool(getattr(parallel, "_is_initialized", False) and getattr(parallel, "_threading_layer", "") == "omp")
+
+
+def _after_fork_in_child() -> None:
+    global _POOL_FORKED
+    _POOL_FORKED = _POOL_FORKED or _openmp_started()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class _CpuShape(NamedTuple):
     """What a CPU call over buffers of given lengths (and ``grid=``) needs besides the arrays,
     worked out once per kernel and lengths: the checks that depend on nothing else (the grid
@@ -202,12 +234,13 @@ class CpuBackend(_Host):
         return shape
 
     def grouped_entry(self, kernel: Kernel, arrays: Mapping[str, Any], grid: tuple[int, int, int]
-                      ) -> tuple[Callable[..., Any], bool] | None:
+                      ) -> tuple[Callable[..., Any], bool, Callable[..., Any]] | None:
         """For a caller that checked a first call through :meth:`run` and then calls again over
         arrays of the same lengths and ``grid`` (vyre.ops): the compiled entry a call would run
-        (``fn(*storage arrays in kernel.storage order, *grid)``) and whether it is the parallel
-        one (run it under :func:`pool_lock`). None for a flat kernel (its scalars depend on the
-        launch), for arrays the machine code cannot take, or lengths whose checks warned."""
+        (``fn(*storage arrays in kernel.storage order, *grid)``), whether it is the parallel one
+        (run it under :func:`pool_lock`, and only where :func:`pool_usable`), and the serial
+        entry. None for a flat kernel (its scalars depend on the launch), for arrays the machine
+        code cannot take, or lengths whose checks warned."""
         if kernel.flat or (kernel._module is not None and not _fits(arrays.values())):
             return None
         key = (tuple(a.size for a in arrays.values()), grid)
@@ -220,7 +253,7 @@ class CpuBackend(_Host):
 
             work = work_per_invocation(kernel.program, arrays)
         fn = kernel._cpu_entry(shape.invocations, shape.grid != (1, 1, 1), work)
-        return fn, fn is not kernel._fn
+        return fn, fn is not kernel._fn, kernel._fn
 
     def run(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, return_device: bool | None,
             device: int | None, strict: bool, tune: bool) -> dict[str, Any]:

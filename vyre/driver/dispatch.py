@@ -18,7 +18,7 @@ from ..codegen.emit import CODEGEN_VERSION
 from ..errors import DispatchError
 from ..ir import BufferDecl, Program
 from . import cache
-from .backend import Backend
+from .backend import Backend, pool_usable
 from .backend import backend as backend_impl
 from .backends import check_backend, default_backend
 from .bind import BindPlan, check_mapping, check_names
@@ -170,7 +170,7 @@ class Kernel:
     def _cpu_entry(self, invocations: int, splittable: bool, work: float) -> Any:
         """The serial kernel, or the parallel one for problems big enough to pay for the thread
         pool: many invocations, or ``work`` (statements per invocation) enough in all."""
-        if self._fn_parallel is not None and splittable and (
+        if self._fn_parallel is not None and splittable and pool_usable() and (
                 invocations >= PARALLEL_MIN_INVOCATIONS or invocations * work >= PARALLEL_MIN_WORK):
             return self._fn_parallel
         return self._fn

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..driver import fast_launch
-from ..driver.backend import pool_lock
+from ..driver.backend import pool_lock, pool_usable
 from ..driver.devices import array_device, current_ordinal, on_device
 from ..driver.dispatch import dispatch
 from ..driver.fast_launch import LaunchConfig
@@ -150,7 +150,7 @@ class _CpuLean:
 
     kernel: Any
     order: tuple[str, ...]
-    entries: dict[tuple[tuple[int, ...], int], tuple[Any, bool]] = field(default_factory=dict)
+    entries: dict[tuple[tuple[int, ...], int], tuple[Any, bool, Any]] = field(default_factory=dict)
 
 
 _cpu_lean: dict[int, tuple[Program, _CpuLean]] = {}
@@ -166,12 +166,7 @@ def _launch_cpu(program: Program, arrays: Mapping[str, Any], grid: int) -> None:
         args = [arrays[name] for name in lean.order]
         entry = lean.entries.get((tuple(a.size for a in args), grid))
         if entry is not None:
-            fn, parallel = entry
-            if parallel:
-                with pool_lock():
-                    fn(*args, grid, 1, 1)
-            else:
-                fn(*args, grid, 1, 1)
+            CpuCall(entry[0], entry[1], lean.order, grid, entry[2]).call(*args)
             return
     dispatch(program, arrays, backend="cpu", grid=grid)
     from ..driver.dispatch import _kernel_for
@@ -198,13 +193,16 @@ class CpuCall(NamedTuple):
     parallel: bool
     order: tuple[str, ...]
     grid: int
+    serial: Any  # the serial entry: what a forked child whose pool is gone runs (pool_usable)
 
     def call(self, *arrays: Any) -> None:
-        if self.parallel:
+        if not self.parallel:
+            self.fn(*arrays, self.grid, 1, 1)
+        elif pool_usable():
             with pool_lock():
                 self.fn(*arrays, self.grid, 1, 1)
         else:
-            self.fn(*arrays, self.grid, 1, 1)
+            self.serial(*arrays, self.grid, 1, 1)
 
 
 def cpu_call(program: Program, sizes: Mapping[str, int], grid: int) -> CpuCall | None:
@@ -215,7 +213,7 @@ def cpu_call(program: Program, sizes: Mapping[str, int], grid: int) -> CpuCall |
         return None
     lean = hit[1]
     entry = lean.entries.get((tuple(sizes[name] for name in lean.order), grid))
-    return None if entry is None else CpuCall(entry[0], entry[1], lean.order, grid)
+    return None if entry is None else CpuCall(entry[0], entry[1], lean.order, grid, entry[2])
 
 
 _resident: dict[int, tuple[Program, int]] = {}
