@@ -7,8 +7,9 @@ variable            meaning
 ``VYRE_AUTOTUNER``  tuner :class:`Mode`: ``on``, ``natural``/``ng``, ``off``/``default``;
                     unset or unknown -> the production default, ``on`` (the sweep)
 ``VYRE_CACHE_DIR``  root of every vyre disk cache (kernels, tuner decisions)
-``OMP_WAIT_POLICY``  written, not read: ``import vyre`` sets it to ``passive`` and
-``GOMP_SPINCOUNT``  ``GOMP_SPINCOUNT`` to a short spin unless the policy is set (:func:`quiet_openmp`)
+``OMP_WAIT_POLICY``  written, not read: ``import vyre`` sets it to ``passive`` unless it is set
+                    (:func:`quiet_openmp`)
+``GOMP_SPINCOUNT``  written, not read: set to :data:`OPENMP_SPINS` with the policy, unless set
 ``VYRE_TUNE_BUDGET`` seconds the autotuner may spend per kernel and size class (default
                     0.25; ``inf`` or ``0``: unbounded / never measure)
 ``XDG_CACHE_HOME``  used as ``$XDG_CACHE_HOME/vyre`` when ``VYRE_CACHE_DIR`` is unset
@@ -243,10 +244,12 @@ def _budget(value: str | None) -> float:
 
 OMP_WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 GOMP_SPINCOUNT_ENV = "GOMP_SPINCOUNT"
-#: spins of an idle libgomp thread before it sleeps, as ``import vyre`` sets it: about 30 us on the
-#: development VM (Emerald Rapids; BENCHMARKS.md, "OpenMP spin"), enough that a launch right after
-#: another (an op's second pass, a loop of calls) finds its threads awake (2 us instead of 40-70 us
-#: for a sleeping pool), short enough that idle threads burn little on a shared machine
+#: spins of an idle libgomp thread before it sleeps, as ``import vyre`` sets it: about 0.3 ms on the
+#: development VM (Emerald Rapids; BENCHMARKS.md, "What a parallel CPU launch cost"), enough that a
+#: launch soon after another (an op's next pass, a loop of calls) finds its threads awake (2 us
+#: instead of 40-150 us for a sleeping pool; 1000-2000 spins measured too short for a loop of
+#: `vyre.ops.max` calls), short enough that idle threads burn little on a shared machine (libgomp's
+#: own default, 300000, is about 10 ms)
 OPENMP_SPINS = 10000
 
 
@@ -259,7 +262,7 @@ def quiet_openmp(environ: MutableMapping[str, str] | None = None) -> bool:
     300000 spins (milliseconds here); on a shared or loaded machine every parallel CPU dispatch then
     waits for spinning threads to be scheduled (measured in BENCHMARKS.md: ~20 ms per call on a
     loaded 2-core box, against ~0.03 ms passive). Fully passive threads sleep at once, and waking
-    them costs 40-70 us per launch on a VM, more than a whole reduction of 2^18 elements takes: so
+    them costs 40-150 us per launch on a VM, more than a whole reduction of 2^18 elements takes: so
     they spin :data:`OPENMP_SPINS` times first (libgomp honours ``GOMP_SPINCOUNT`` under the
     passive policy). libgomp reads both variables when it loads, which numba does at the first
     parallel launch, so ``import vyre`` calls this first; a process that ran a parallel numba
