@@ -15,7 +15,7 @@ import vyre.ops as vo
 from tests.ops_cases import check_sum, floats_array
 from vyre.ops import linalg as L
 from vyre.ops import rowwise as W
-from vyre.ops._rows import LANES_MIN_COLS
+from vyre.ops._rows import LANES_MIN_COLS, LANES_MIN_COLS_COSTLY
 
 FORMS = [("cpu", None), ("interp", None), ("interp", True)]
 SHAPES = st.tuples(st.integers(0, 5), st.one_of(st.sampled_from([0, 1, 7, 31, 32, 33, 255, 257, 1025]),
@@ -62,9 +62,12 @@ def test_row_reductions(backend: str, gpu_form: bool | None, x: np.ndarray) -> N
     _close(W._row_reduce("lse", x, backend, gpu_form), _ref_lse(xd), x.dtype, 4)
 
 
-#: around the CPU form's switch to lane arrays, and across its steps of 256, 128 and the tail
+#: around the CPU form's switches to lane arrays (logsumexp's sum of exponentials from
+#: LANES_MIN_COLS_COSTLY columns, the other reductions from LANES_MIN_COLS), and across its steps
+#: of 256, 128 and the tail
 LANE_SHAPES = st.tuples(st.integers(1, 3), st.one_of(
-    st.sampled_from([LANES_MIN_COLS - 1, LANES_MIN_COLS, 255, 256, 257, 383, 384, 513]), st.integers(0, 700)))
+    st.sampled_from([LANES_MIN_COLS_COSTLY - 1, LANES_MIN_COLS_COSTLY, 100, LANES_MIN_COLS - 1, LANES_MIN_COLS,
+                     255, 256, 257, 383, 384, 513]), st.integers(0, 700)))
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> None:

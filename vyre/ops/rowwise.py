@@ -34,7 +34,7 @@ from ..ir import (
 )
 from ..ir.expr import lit
 from ._blocks import Combine, workgroup_combine
-from ._rows import Access, RowLoop
+from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
 from ._runtime import Ctx, OpsError, prepare
 
 __all__ = [
@@ -155,7 +155,8 @@ def _max_and_sumexp(b: _Row, rl: RowLoop, t: DataType, *, finite_shift: bool) ->
     b.stmts += nodes
     b.stmts.append(let("mx", b.combine("mt", part, Combine.MAX, t)))
     b.stmts.append(let("ms", _shift(var("mx"), t) if finite_shift else var("mx")))
-    nodes, part = rl.reduce("e", Combine.ADD, t, lambda ld: exp(ld("x") - var("ms")), ("x",))
+    nodes, part = rl.reduce("e", Combine.ADD, t, lambda ld: exp(ld("x") - var("ms")), ("x",),
+                            lanes_from=LANES_MIN_COLS_COSTLY)
     b.stmts += nodes
     b.stmts.append(let("se", b.combine("et", part, Combine.ADD, t)))
     return var("ms"), var("se")
