@@ -197,7 +197,7 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
     # The XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
     xdg_path = Path(xdg) if xdg is not None and os.path.isabs(xdg) else None
     return Settings(
-        backend=backend.strip().lower() if backend is not None else None,
+        backend=_backend_name(backend),
         autotuner=Mode.from_env_value(env.get(AUTOTUNER_ENV)),
         cache_dir=Path(cache_dir).expanduser() if cache_dir is not None else None,
         xdg_cache_home=xdg_path,
@@ -307,9 +307,11 @@ def backend_forced() -> bool:
 def backend_setting() -> str | None:
     """``read_settings().backend`` without parsing the rest of the environment (which costs tens of
     microseconds; every op called without ``backend=`` asks for the default backend)."""
-    if not backend_forced():
-        return None
-    value = os.environ.get(BACKEND_ENV)
+    return _backend_name(os.environ.get(BACKEND_ENV)) if backend_forced() else None
+
+
+def _backend_name(value: str | None) -> str | None:
+    """``VYRE_BACKEND`` as the driver checks it (lower-cased; unset or empty: None)."""
     return value.strip().lower() if value else None
 
 

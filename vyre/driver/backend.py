@@ -243,16 +243,10 @@ class CpuBackend(_Host):
         code cannot take, or lengths whose checks warned."""
         if kernel.flat or (kernel._module is not None and not _fits(arrays.values())):
             return None
-        key = (tuple(a.size for a in arrays.values()), grid)
-        shape: _CpuShape | None = kernel._shapes.get(key)
+        shape: _CpuShape | None = kernel._shapes.get((tuple(a.size for a in arrays.values()), grid))
         if shape is None:
             return None
-        work = shape.work
-        if work is None:
-            from .work import work_per_invocation
-
-            work = work_per_invocation(kernel.program, arrays)
-        fn = kernel._cpu_entry(shape.invocations, shape.grid != (1, 1, 1), work)
+        fn = kernel._cpu_entry(shape.invocations, shape.grid != (1, 1, 1), _work(kernel, shape, arrays))
         return fn, fn is not kernel._fn, kernel._fn
 
     def run(self, kernel: Kernel, inputs: Mapping[str, Any], grid: Grid | None, return_device: bool | None,
@@ -262,11 +256,7 @@ class CpuBackend(_Host):
         arrays = kernel.binder.bind(inputs)
         shape = self.shape(kernel, arrays, grid, strict)
         n = shape.invocations
-        work = shape.work
-        if work is None:
-            from .work import work_per_invocation
-
-            work = work_per_invocation(kernel.program, arrays)
+        work = _work(kernel, shape, arrays)
         if kernel.flat:
             if tune:
                 kernel.launch = choose_launch(kernel, arrays, n)
@@ -294,6 +284,16 @@ class CpuBackend(_Host):
                 for _ in range(shape.rows):
                     fn(*args)
         return self.results(kernel, inputs, arrays)
+
+
+def _work(kernel: Kernel, shape: _CpuShape, arrays: Mapping[str, Any]) -> float:
+    """Statements per invocation of this call: the shape's, else counted from the arrays (a loop
+    bound read from a scalar parameter)."""
+    if shape.work is not None:
+        return shape.work
+    from .work import work_per_invocation
+
+    return work_per_invocation(kernel.program, arrays)
 
 
 def _fits(arrays: Iterable[Any]) -> bool:

@@ -159,7 +159,7 @@ def lane_fold(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pa
     expression (a fused multiply-add where the product is exact). Merge the lanes after with
     :func:`halving`, or use :func:`lane_reduce`, which does all of it."""
     if fused is not None and pair != 1:
-        raise ValueError("lane_fold: a fused step takes one element per lane and step (pair=1)")
+        raise ValueError("lane_fold: a fused step takes one element per lane and step. Fix: pass pair=1 with fused=")
     nl = lanes.count
     span = nl * pair
     step = comb.step if flags is None else comb.ordered_step

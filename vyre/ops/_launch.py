@@ -142,49 +142,6 @@ def _direct(lean: _Lean | None, program: Program, arrays: Mapping[str, Any], gri
                             "device state (a previous kernel may have faulted)")
 
 
-@dataclass
-class _CpuLean:
-    """A CPU program's direct calls: its compiled kernel, the storage buffers in argument order,
-    and per (lengths, grid) the entry :meth:`CpuBackend.grouped_entry` picked after a checked
-    dispatch over those lengths."""
-
-    kernel: Any
-    order: tuple[str, ...]
-    entries: dict[tuple[tuple[int, ...], int], tuple[Any, bool, Any]] = field(default_factory=dict)
-
-
-_cpu_lean: dict[int, tuple[Program, _CpuLean]] = {}
-
-
-def _launch_cpu(program: Program, arrays: Mapping[str, Any], grid: int) -> None:
-    """The CPU launch of an op's pass: the first call over each set of lengths goes through
-    ``dispatch`` (compile, check everything, choose serial or parallel); later calls call that
-    compiled entry with the arrays directly (about 1 us instead of 10-30)."""
-    hit = _cpu_lean.get(id(program))
-    if hit is not None and hit[0] is program:
-        lean = hit[1]
-        args = [arrays[name] for name in lean.order]
-        entry = lean.entries.get((tuple(a.size for a in args), grid))
-        if entry is not None:
-            CpuCall(entry[0], entry[1], lean.order, grid, entry[2]).call(*args)
-            return
-    dispatch(program, arrays, backend="cpu", grid=grid)
-    from ..driver.dispatch import _kernel_for
-
-    if hit is None or hit[0] is not program:
-        k = _kernel_for(program, "cpu")
-        hit = (program, _CpuLean(k, tuple(b.name for b in k.storage)))
-        with _lock:
-            if len(_cpu_lean) > 1024:
-                _cpu_lean.clear()
-            _cpu_lean[id(program)] = hit
-    lean = hit[1]
-    ordered = {name: arrays[name] for name in lean.order}
-    entry = lean.kernel.impl.grouped_entry(lean.kernel, ordered, (grid, 1, 1))
-    if entry is not None and len(lean.entries) < 64:
-        lean.entries[(tuple(a.size for a in ordered.values()), grid)] = entry
-
-
 class CpuCall(NamedTuple):
     """A CPU pass ready to call: the compiled entry a checked dispatch chose for these lengths and
     grid. ``call(*arrays)`` takes the storage buffers in ``order``."""
@@ -205,15 +162,56 @@ class CpuCall(NamedTuple):
             self.serial(*arrays, self.grid, 1, 1)
 
 
+@dataclass
+class _CpuLean:
+    """A CPU program's direct calls: its compiled kernel, the storage buffers in argument order,
+    and per (lengths, grid) the call :meth:`CpuBackend.grouped_entry` picked after a checked
+    dispatch over those lengths."""
+
+    kernel: Any
+    order: tuple[str, ...]
+    calls: dict[tuple[tuple[int, ...], int], CpuCall] = field(default_factory=dict)
+
+
+_cpu_lean: dict[int, tuple[Program, _CpuLean]] = {}
+
+
+def _launch_cpu(program: Program, arrays: Mapping[str, Any], grid: int) -> None:
+    """The CPU launch of an op's pass: the first call over each set of lengths goes through
+    ``dispatch`` (compile, check everything, choose serial or parallel); later calls call that
+    compiled entry with the arrays directly (about 1 us instead of 10-30)."""
+    hit = _cpu_lean.get(id(program))
+    if hit is not None and hit[0] is program:
+        args = [arrays[name] for name in hit[1].order]
+        known = hit[1].calls.get((tuple(a.size for a in args), grid))
+        if known is not None:
+            known.call(*args)
+            return
+    dispatch(program, arrays, backend="cpu", grid=grid)
+    from ..driver.dispatch import _kernel_for
+
+    if hit is None or hit[0] is not program:
+        k = _kernel_for(program, "cpu")
+        hit = (program, _CpuLean(k, tuple(b.name for b in k.storage)))
+        with _lock:
+            if len(_cpu_lean) > 1024:
+                _cpu_lean.clear()
+            _cpu_lean[id(program)] = hit
+    lean = hit[1]
+    ordered = {name: arrays[name] for name in lean.order}
+    entry = lean.kernel.impl.grouped_entry(lean.kernel, ordered, (grid, 1, 1))
+    if entry is not None and len(lean.calls) < 64:
+        fn, parallel, serial = entry
+        lean.calls[(tuple(a.size for a in ordered.values()), grid)] = CpuCall(fn, parallel, lean.order, grid, serial)
+
+
 def cpu_call(program: Program, sizes: Mapping[str, int], grid: int) -> CpuCall | None:
     """The direct call of ``program`` over buffers of these lengths (by name) and ``grid``, if a
     launch over them went through :func:`launch` before (checked once, then remembered)."""
     hit = _cpu_lean.get(id(program))
     if hit is None or hit[0] is not program:
         return None
-    lean = hit[1]
-    entry = lean.entries.get((tuple(sizes[name] for name in lean.order), grid))
-    return None if entry is None else CpuCall(entry[0], entry[1], lean.order, grid, entry[2])
+    return hit[1].calls.get((tuple(sizes[name] for name in hit[1].order), grid))
 
 
 _resident: dict[int, tuple[Program, int]] = {}

@@ -222,17 +222,10 @@ def prepare(named: Mapping[str, Any], backend: str | None, *, ndim: int | None =
         k = kinds[name]
         dt = _dtype_of(name, x, k)
         shape = tuple(int(s) for s in x.shape)
-        if ndim is not None and len(shape) != ndim:
-            raise OpsError(f"{name} has shape {shape}; this op takes a {ndim}-D array. "
-                           f"Fix: reshape it{' to (rows, cols)' if ndim == 2 else ' to 1-D'}")
-        n = math.prod(shape)
-        if n >= MAX_ELEMENTS:
-            raise OpsError(f"{name} has {n} elements; vyre.ops takes fewer than 2^31. Fix: split the work")
+        _check_shape(name, shape, ndim)
         data = _contiguous(x, k)
         if k is Kind.NUMPY:
-            data = data.reshape(-1)
-            if not data.flags.aligned:  # an odd-offset view: every pass may then call machine code directly
-                data = data.copy()
+            data = _flat_host(data)
             if b in GPU_BACKENDS:
                 from numba import cuda
 
@@ -241,9 +234,8 @@ def prepare(named: Mapping[str, Any], backend: str | None, *, ndim: int | None =
             data = data.reshape(-1)
         like = x if like is None and k is not Kind.NUMPY else like
         out[name] = Arr(data, shape, dt)
-    if same_dtype and len({a.dtype for a in out.values()}) > 1:
-        desc = ", ".join(f"{n}: {a.dtype.short}" for n, a in out.items())
-        raise OpsError(f"the arrays have different dtypes ({desc}). Fix: convert them to one dtype")
+    if same_dtype:
+        _check_same_dtype(out)
     return Ctx(b, kind, like), out
 
 
@@ -258,21 +250,33 @@ def _prepare_host(named: Mapping[str, Any], backend: str, ndim: int | None, same
     out: dict[str, Arr] = {}
     for name, x in named.items():
         dt = _dtype_of(name, x, Kind.NUMPY)
-        shape = x.shape
-        if ndim is not None and len(shape) != ndim:
-            raise OpsError(f"{name} has shape {shape}; this op takes a {ndim}-D array. "
-                           f"Fix: reshape it{' to (rows, cols)' if ndim == 2 else ' to 1-D'}")
-        if x.size >= MAX_ELEMENTS:
-            raise OpsError(f"{name} has {x.size} elements; vyre.ops takes fewer than 2^31. Fix: split the work")
-        data = x if x.flags.c_contiguous and x.flags.aligned else np.ascontiguousarray(x)
-        data = data.reshape(-1)
-        if not data.flags.aligned:  # an odd-offset view: every pass may then call machine code directly
-            data = data.copy()
-        out[name] = Arr(data, shape, dt)
-    if same_dtype and len(out) > 1 and len({a.dtype for a in out.values()}) > 1:
+        _check_shape(name, x.shape, ndim)
+        out[name] = Arr(_flat_host(x if x.flags.c_contiguous else np.ascontiguousarray(x)), x.shape, dt)
+    if same_dtype and len(out) > 1:
+        _check_same_dtype(out)
+    return Ctx(backend, Kind.NUMPY, None), out
+
+
+def _check_shape(name: str, shape: tuple[int, ...], ndim: int | None) -> None:
+    if ndim is not None and len(shape) != ndim:
+        raise OpsError(f"{name} has shape {shape}; this op takes a {ndim}-D array. "
+                       f"Fix: reshape it{' to (rows, cols)' if ndim == 2 else ' to 1-D'}")
+    n = math.prod(shape)
+    if n >= MAX_ELEMENTS:
+        raise OpsError(f"{name} has {n} elements; vyre.ops takes fewer than 2^31. Fix: split the work")
+
+
+def _flat_host(data: np.ndarray) -> np.ndarray:
+    """A C-contiguous host array, flat and aligned (an odd-offset view is copied, so every pass may
+    call machine code directly)."""
+    flat = data.reshape(-1)
+    return flat if flat.flags.aligned else flat.copy()
+
+
+def _check_same_dtype(out: Mapping[str, Arr]) -> None:
+    if len({a.dtype for a in out.values()}) > 1:
         desc = ", ".join(f"{n}: {a.dtype.short}" for n, a in out.items())
         raise OpsError(f"the arrays have different dtypes ({desc}). Fix: convert them to one dtype")
-    return Ctx(backend, Kind.NUMPY, None), out
 
 
 def gpu_workgroups_cap() -> int:

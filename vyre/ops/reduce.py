@@ -588,17 +588,25 @@ def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None, determini
         t = DataType.from_numpy(x.dtype)
         outputs = (("val", t.np_dtype), ("idx", np.dtype(np.uint32)))
         passes: list[PassSpec] = []
-        g = _partials(x.size, False)
         sizes = {"x": x.size}
-        while True:
-            passes.append((argmax_program(t, gpu=False, indexed=len(passes) > 0), g, {**sizes, "val": g, "idx": g},
-                           outputs))
-            if g == 1:
-                break
+        for prog, g in _argmax_passes(t, x.size, False, 0):
+            passes.append((prog, g, {**sizes, "val": g, "idx": g}, outputs))
             sizes = {"x": g, "xi": g}
-            g = _partials(g, False)
         _remember_plan(key, passes, (("val", "x"), ("idx", "xi")), "idx")
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _argmax_passes(t: DataType, n: int, gpu: bool, cap: int) -> tuple[tuple[Program, int], ...]:
+    """argmax's passes over ``n`` elements of ``t``: per pass its program and workgroups / blocks;
+    every pass after the first reads the partials with their indices."""
+    out: list[tuple[Program, int]] = []
+    g = _partials(n, gpu, cap)
+    while True:
+        out.append((argmax_program(t, gpu=gpu, indexed=bool(out)), g))
+        if g == 1:
+            return tuple(out)
+        g = _partials(g, gpu, cap)
 
 
 def _argmax_checked(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:
@@ -612,13 +620,9 @@ def _argmax_checked(x: Any, backend: str | None, gpu_form: bool | None = None, d
     gpu = _gpu_form(ctx)
     inputs: dict[str, Any] = {"x": arrs["x"].data}
     cap = _cap(ctx, argmax_program(t, gpu=True, indexed=False), deterministic) if gpu else 0
-    g = _partials(n, gpu, cap)
-    while True:
-        prog = argmax_program(t, gpu=gpu, indexed="xi" in inputs)
+    for prog, g in _argmax_passes(t, n, gpu, cap):
         val, idx = ctx.empty(g, t), ctx.empty(g, U32)
         ctx.run(prog, {**inputs, "val": val, "idx": idx}, g)
-        if g == 1:
-            r = ctx.scalar(idx)
-            return r if ctx.gpu and ctx.kind is not Kind.NUMPY else np.int64(int(r))
         inputs = {"x": val, "xi": idx}
-        g = _partials(g, gpu, cap)
+    r = ctx.scalar(idx)
+    return r if ctx.gpu and ctx.kind is not Kind.NUMPY else np.int64(int(r))
