@@ -84,3 +84,24 @@ def test_cpu_fma_is_one_rounding_where_the_cpu_has_fma() -> None:
     if "+fma" in ll.get_host_cpu_features().flatten().split(","):
         assert got[0] == fused == -(2.0**-60)
     assert run(prog, arrays, "interp")["out"][0] == 0.0  # the interpreter's documented unfused choice
+
+
+@pytest.mark.parametrize("groups", [5, 70000])  # the serial kernel; the parallel one (chunks of workgroups)
+def test_workgroup_memory_starts_zeroed_in_every_workgroup(groups: int) -> None:
+    """The CPU allocates a workgroup buffer once per call (or per parallel chunk) and zeroes it per
+    workgroup: a workgroup that reads before writing sees the interpreter's zeros, never the
+    previous workgroup's values."""
+    import numpy as np
+
+    from vyre import dispatch
+    from vyre.ir import U32, Program, load, output, store, u32, wgid, workgroup
+
+    scratch = workgroup("scratch", 4, U32)
+    out = output("out", 0, U32)
+    prog = Program.wrapped([out, scratch], 1, [
+        store(out, wgid(), load(scratch, u32(0)) + load(scratch, u32(3))),
+        store(scratch, u32(0), wgid() + u32(1)),
+        store(scratch, u32(3), wgid() + u32(7)),
+    ])
+    got = dispatch(prog, {"out": np.full(groups, 99, np.uint32)}, backend="cpu", grid=groups)["out"]
+    assert not got.any()

@@ -3,8 +3,9 @@
 One snapshot per representative kernel and target under ``tests/golden/codegen/``: flat kernels
 (saxpy, fused_chain, matvec with its loop), the CPU lockstep form and CUDA barriers / shared memory
 (block_sum), subgroup operations on both CUDA forms (warp intrinsics and the simulator's emulation)
-and the CPU lockstep form (subgroup_sum), atomics (histogram) and the CPU independent form
-(workgroup_ids); the NVRTC route's C++ for a few of them (``*_cuda.cu``). The shared scalar
+and the CPU lockstep form (subgroup_sum), atomics (histogram), the CPU independent form
+(workgroup_ids) and with a workgroup buffer (vyre.ops's row sum: allocated once per call or
+chunk, zeroed per workgroup); the NVRTC route's C++ for a few of them (``*_cuda.cu``). The shared scalar
 helpers (``PRELUDE``, ``CPU_PRELUDE``, ``C_PRELUDE``) have one snapshot of their
 own and stand as a one-line marker in the kernel snapshots.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,8 +31,17 @@ PRELUDE_MARK = "# <vyre.codegen.prelude.PRELUDE>\n"
 CPU_PRELUDE_MARK = "# <vyre.codegen.cpu.CPU_PRELUDE>\n"
 
 
+def _program(name: str) -> Any:
+    if name == "row_sum":  # vyre.ops's CPU row program: a lane array in workgroup memory
+        from vyre.ir import F32
+        from vyre.ops.rowwise import row_program
+
+        return row_program("sum", F32, gpu=False, wg=1, resident=0, lanes=True)
+    return EXAMPLES[name]()
+
+
 def _cpu(name: str) -> str:
-    return emit_cpu(EXAMPLES[name]())
+    return emit_cpu(_program(name))
 
 
 def _cuda(name: str) -> str:
@@ -56,6 +67,7 @@ SNAPSHOTS: dict[str, tuple[str, Callable[[str], str]]] = {
     "histogram_cpu": ("histogram", _cpu),
     "histogram_cuda": ("histogram", _cuda),
     "workgroup_ids_cpu": ("workgroup_ids", _cpu),
+    "row_sum_cpu": ("row_sum", _cpu),
 }
 
 

@@ -1,11 +1,13 @@
 """vyre.ops on the CPU after the first call: each pass calls the compiled entry a checked dispatch
 chose (``_launch.cpu_call``), and a repeated whole-array reduction or argmax runs a remembered plan
-(``reduce._CpuPlan``). Both skip checks, so they must give the checked path's bits exactly, refuse
-nothing the checked path refuses, and never take arrays the machine code cannot (unaligned,
-non-contiguous, another dtype or length)."""
+(``vyre.ops._plans``: any op whose passes all have direct calls). Both skip checks, so they must
+give the checked path's bits exactly, refuse nothing the checked path refuses, never take arrays
+the machine code cannot (unaligned, non-contiguous, another dtype or shape) and never hand an
+earlier call's result arrays to a later call."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +20,7 @@ import vyre.ops as vo
 from vyre.ir import F32
 from vyre.ops import OpsError
 from vyre.ops import _launch as LA
+from vyre.ops import _plans as P
 from vyre.ops import reduce as R
 
 WHOLE: dict[str, Callable[..., Any]] = {
@@ -46,21 +49,22 @@ def test_repeated_calls_give_the_checked_bits(n: int, dt: type, seed: int, speci
     y = rng.standard_normal(n).astype(dt)
     for where, v in specials:
         x[int(where * (n - 1))] = v
-    R._cpu_plans.clear()
+    P.forget()
     for name, fn in [*WHOLE.items(), ("dot", lambda a, backend: vo.dot(a, y, backend=backend))]:
         want = fn(x, backend="cpu")
         for _ in range(2):
             got = fn(x, backend="cpu")
             assert _same(got, want), (name, n, dt, got, want)
-    assert len(R._cpu_plans) == len(WHOLE) + 1
+    assert len(P._plans) == len(WHOLE) + 1
 
 
 def test_a_plan_is_remembered_and_then_used(monkeypatch: pytest.MonkeyPatch) -> None:
     x = np.arange(30000, dtype=np.float32)
     vo.sum(x, backend="cpu")
-    key = R._plan_key(R.Reduce.SUM, R.Post.NONE, {"x": x}, "cpu")
-    assert key is not None and key in R._cpu_plans
-    assert len(R._cpu_plans[key].passes) == 2  # 30000 elements: four blocks, then their partials
+    hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False), {"x": x}, "cpu")
+    assert hit is not None and hit[0] in P._plans
+    key = hit[0]
+    assert len(P._plans[key].steps) == 2  # 30000 elements: four blocks, then their partials
 
     def no_checked_path(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the checked path ran although a plan exists")
@@ -79,15 +83,17 @@ def test_arrays_the_machine_code_cannot_take_never_reach_a_plan(make: Callable[[
     vo.max(x, backend="cpu")
     vo.max(x, backend="cpu")
     other = make(x)
-    key = R._plan_key(R.Reduce.MAX, R.Post.NONE, {"x": other}, "cpu")
+    hit = P.plan_key((R.Reduce.MAX, R.Post.NONE, False), {"x": other}, "cpu")
     if other.dtype == np.int32:
+        assert hit is not None
+        key = hit[0]
         with pytest.raises(OpsError, match="Fix:"):
             vo.max(other, backend="cpu")
         with pytest.raises(OpsError, match="Fix:"):
             vo.max(other, backend="cpu")  # still refused: a failed call plans nothing
-        assert key not in R._cpu_plans
+        assert key not in P._plans
         return
-    assert key is None
+    assert hit is None
     assert vo.max(other, backend="cpu") == np.max(other)
     assert vo.argmax(other, backend="cpu") == np.argmax(other)
 
@@ -102,6 +108,42 @@ def test_refused_calls_stay_refused() -> None:
         with pytest.raises(OpsError, match="Fix:"):
             vo.argmax(np.ones(0, np.float32), backend="cpu")
     assert vo.dot(a, a, backend="cpu") == 5.0
+
+
+def test_threads_sharing_a_plan_each_get_their_own_answer() -> None:
+    """A plan reuses its partials' buffers between calls: threads running one plan at once (same
+    dtype and length, different arrays) must never see each other's partials."""
+    import threading
+
+    n = 20000  # three blocks: two passes, so partials outlive the first kernel call
+    arrays = [np.random.default_rng(i).standard_normal(n).astype(np.float32) for i in range(6)]
+    want = [(vo.sum(a, backend="cpu"), vo.max(a, backend="cpu"), vo.argmax(a, backend="cpu")) for a in arrays]
+    wrong: list[tuple[int, Any, Any]] = []
+    start = threading.Barrier(len(arrays))
+
+    def work(i: int) -> None:
+        start.wait()
+        for _ in range(300):
+            got = (vo.sum(arrays[i], backend="cpu"), vo.max(arrays[i], backend="cpu"),
+                   vo.argmax(arrays[i], backend="cpu"))
+            if not all(_same(g, w) for g, w in zip(got, want[i], strict=True)):
+                wrong.append((i, got, want[i]))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(arrays))]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads between almost any two bytecodes
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong, wrong[:3]
+    hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False), {"x": arrays[0]}, "cpu")
+    assert hit is not None
+    plan = P._plans[hit[0]]
+    assert len(plan.steps) == 2 and 1 <= len(plan.spare) <= len(arrays)
 
 
 def test_a_pass_runs_the_entry_its_checked_dispatch_chose() -> None:
@@ -152,3 +194,72 @@ def test_a_child_forked_after_the_pool_started_runs_the_serial_entries() -> None
 
     assert usable is (not _openmp_started())
     assert (s, m) == want and c == float(chain["out"][0])
+
+
+def _row_cases(x: np.ndarray, y: np.ndarray, v: np.ndarray, g: np.ndarray) -> dict[str, Callable[[], Any]]:
+    """Every op with row-shaped inputs, as the caller writes it (each call builds new answers)."""
+    lse = vo.logsumexp(x, backend="cpu")
+    _, mean, rstd = vo.layer_norm(x, backend="cpu", return_stats=True)
+    return {
+        "row_sum": lambda: vo.row_sum(x, backend="cpu"),
+        "row_max": lambda: vo.row_max(x, backend="cpu"),
+        "logsumexp": lambda: vo.logsumexp(x, backend="cpu"),
+        "softmax": lambda: vo.softmax(x, backend="cpu"),
+        "softmax+lse": lambda: vo.softmax(x, backend="cpu", return_lse=True),
+        "layer_norm": lambda: vo.layer_norm(x, backend="cpu"),
+        "layer_norm eps=0.5": lambda: vo.layer_norm(x, 0.5, backend="cpu"),
+        "layer_norm+stats": lambda: vo.layer_norm(x, backend="cpu", return_stats=True),
+        "softmax_grad": lambda: vo.softmax_grad(x, y, backend="cpu"),
+        "logsumexp_grad": lambda: vo.logsumexp_grad(x, lse, g, backend="cpu"),
+        "layer_norm_grad": lambda: vo.layer_norm_grad(x, y, mean, rstd, backend="cpu"),
+        "matvec": lambda: vo.matvec(x, v, backend="cpu"),
+        "matvec_grad": lambda: vo.matvec_grad(x, v, g, backend="cpu"),
+    }
+
+
+def _copy(a: Any) -> Any:
+    return tuple(np.array(p, copy=True) for p in a) if isinstance(a, tuple) else np.array(a, copy=True)
+
+
+def _same_answer(a: Any, b: Any) -> bool:
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and all(map(_same_answer, a, b))
+    return _same(a, b) and np.shape(a) == np.shape(b)
+
+
+@settings(max_examples=15, deadline=None)
+@given(rows=st.sampled_from([0, 1, 3, 40]), cols=st.sampled_from([1, 16, 127, 128, 300]),
+       dt=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31))
+def test_row_ops_and_matvec_replay_the_checked_bits_into_new_arrays(rows: int, cols: int, dt: type, seed: int) -> None:
+    """Every op with array results replays its plan from the second call: the checked path's bits,
+    in arrays of its own (an earlier call's results never change)."""
+    rng = np.random.default_rng(seed)
+    x, y = (rng.standard_normal((rows, cols)).astype(dt) for _ in range(2))
+    v, g = rng.standard_normal(cols).astype(dt), rng.standard_normal(rows).astype(dt)
+    P.forget()
+    for name, op in _row_cases(x, y, v, g).items():
+        first = op()  # the checked path, recorded
+        kept = _copy(first)
+        second = op()  # the plan where one was recorded
+        third = op()
+        assert _same_answer(second, kept) and _same_answer(third, kept), name
+        assert _same_answer(first, kept), f"{name}: a later call changed an earlier call's result"
+        for a, b in zip(*(r if isinstance(r, tuple) else (r,) for r in (second, third)), strict=True):
+            assert not np.shares_memory(a, b), name
+    planned = {k[0][0] for k in P._plans}
+    # logsumexp_grad and matvec_grad run flat kernels (one invocation per element), whose launch
+    # the CPU picks per call: they take the checked path every time
+    assert {"row_sum", "row_max", "row_lse", "softmax", "layer_norm", "softmax_grad", "layer_norm_grad",
+            "matvec"} <= planned
+
+
+def test_an_op_inside_another_ops_record_leaves_the_outer_call_unplanned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record only sees its own call's launches: an op that calls another op while being recorded
+    must not become a plan (it would replay without the inner op's passes)."""
+    def outer(x: np.ndarray) -> Any:
+        return P.planned(("outer",), {"x": x}, "cpu", lambda: vo.sum(x, backend="cpu") + vo.max(x, backend="cpu"))
+
+    x = np.arange(1000, dtype=np.float32)
+    P.forget()
+    assert outer(x) == outer(x) == np.float32(499500 + 999)
+    assert not any(k[0] == ("outer",) for k in P._plans)

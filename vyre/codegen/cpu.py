@@ -429,6 +429,11 @@ def _invocation(body_lines: list[str], has_return: bool, depth: int) -> list[str
                                                                                     depth + 1)
 
 
+#: A parallel kernel with workgroup buffers runs its workgroups in this many contiguous chunks at
+#: most (each chunk allocates the buffers once): enough for any core count's static share.
+PARALLEL_CHUNKS = 256
+
+
 def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, vectorize: bool = True) -> str:
     """Python source of a module defining ``vyre_kernel`` for ``program``: ``(*buffers, gx, gy, gz)``,
     or ``(*buffers, n_invocations, chunk)`` for a flat kernel (``VYRE_FLAT``); and, when the
@@ -457,7 +462,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
     # safe mode compiles it now, inside the module's loop_vectorizer_off() block
     eager = "" if vectorize else "_SIG, "
     parallel_decl = f"@numba.njit({eager}parallel=True, cache={cache}, error_model='numpy')"
-    shared_allocs = [f"{src[b.name]} = np.zeros({b.count}, np.{_np_name(b.element)})" for b in shared]
+    shared_allocs = [f"{src[b.name]} = np.zeros({b.count}, np.{_np_name(b.element)})" for b in shared]  # lockstep form
     wg_ids = ["_wg0 = uint32(_w % _gx)", "_wg1 = uint32((_w // _gx) % _gy)", "_wg2 = uint32(_w // (_gx * _gy))"]
     out: list[str] = []
     if is_tunable(program):
@@ -493,12 +498,24 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
         lid_em = Emitter(program, CpuTarget(), src)
         _ids(lid_em, 0, wg)
         em.block(program.entry, {}, 0)
-        group = [*wg_ids, *shared_allocs, f"for _l in range({program.workgroup_invocations}):",
+        # workgroup buffers: allocated once per call (serial) or per chunk of workgroups (parallel)
+        # and zeroed per workgroup, as the interpreter's are (an allocation per workgroup cost
+        # about 55 ns: most of a row op's time on short rows)
+        hoisted = [f"{src[b.name]} = np.empty({b.count}, np.{_np_name(b.element)})" for b in shared]
+        zeroed = [f"{src[b.name]}[:] = 0" for b in shared]
+        group = [*wg_ids, *zeroed, f"for _l in range({program.workgroup_invocations}):",
                  *_indented(lid_em.lines, 1), *_invocation(em.lines, has_return(program.entry), 1)]
         sig = _sig(program, ("int64", "int64", "int64"))
         out = ["", "", f"_SIG = {sig}", serial_decl, f"def vyre_kernel({storage_params}_gx, _gy, _gz):",
-               "    for _w in range(_gx * _gy * _gz):", *_indented(group, 2)]
-        if par:
+               *_indented(hoisted, 1), "    for _w in range(_gx * _gy * _gz):", *_indented(group, 2)]
+        if par and shared:
+            out += ["", "", parallel_decl, f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
+                    "    _nw = _gx * _gy * _gz",
+                    f"    _nc = min(_nw, {PARALLEL_CHUNKS})",
+                    "    for _c in numba.prange(_nc):",
+                    *_indented(hoisted, 2),
+                    "        for _w in range(_c * _nw // _nc, (_c + 1) * _nw // _nc):", *_indented(group, 3)]
+        elif par:
             out += ["", "", parallel_decl, f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
                     "    for _w in numba.prange(_gx * _gy * _gz):", *_indented(group, 2)]
         out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from ..errors import DispatchError
-from ..settings import cuda_simulator
+from ..settings import backend_setting, cuda_simulator
 
 BACKENDS = ("cuda", "cpu", "interp", "cudasim")
 
@@ -33,8 +33,6 @@ def cuda_available() -> bool:
 
 
 def default_backend() -> str:
-    from ..settings import backend_setting
-
     env = backend_setting()
     if env is not None:
         return check_backend(env)

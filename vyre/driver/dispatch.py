@@ -28,10 +28,12 @@ from ..settings import backend_forced
 SERIAL, PARALLEL = "vyre_kernel", "vyre_kernel_parallel"
 # CPU dispatches run on the thread pool when they have this many invocations, or fewer
 # invocations doing at least PARALLEL_MIN_WORK statements in all (loop trip counts included,
-# vyre.driver.work): below that the pool's wake-up costs more than it saves. The threshold is
-# that of an elementwise body (about 4 statements) over 2^15 invocations.
+# vyre.driver.work): below that the pool's wake-up costs more than it saves. 2^18 statements is
+# a reduction of about 2^17 elements (vyre.ops): measured alone, a parallel pass wins from 2^16
+# by 1-3 us, but beside another thread pool still spinning (OpenBLAS's after a numpy dot, for
+# 0.2 s) a parallel pass that small waits for a core and runs 4-6x slower; a serial one does not.
 PARALLEL_MIN_INVOCATIONS = 1 << 15
-PARALLEL_MIN_WORK = 1 << 17
+PARALLEL_MIN_WORK = 1 << 18
 
 
 def _versions(backend: str) -> tuple[str, ...]:

@@ -5,9 +5,14 @@ wrong measure: a row softmax over 4096 rows of 4096 columns has few invocations 
 of work. :func:`work_per_invocation` estimates the statements one invocation executes, each loop
 multiplying its body by its trip count evaluated from the call's arrays: literal bounds,
 ``BufLen``, loads at a literal index of a read-only buffer (scalar parameters), locals bound once
-to such expressions, and ``+ - * / % min max >> <<`` of them. A bound it
+to such expressions, and ``+ - * / % min max >> <<`` and comparisons of them. Invocation,
+workgroup and local ids count as 0: the first invocation's work stands for every invocation's
+(a row or block program's invocations each take one row or block of the same length; a loop
+whose length grows with the id, rare in vyre programs, is underestimated). A bound it
 cannot evaluate (a loaded value, an outer loop variable) counts :data:`UNKNOWN_TRIPS` iterations,
-as the self-substrate's static counts do. Branches count both arms (an upper bound).
+as the self-substrate's static counts do. A branch whose condition evaluates (a comparison of
+such values: a row program's ``cols >= 128``) counts the arm it takes; any other counts its
+costlier arm (an upper bound).
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..ir import (
-    Assign, BinOp, BinOpKind, Block, BufLen, Cast, Expr, If, Let, LitI32, LitU32, Load, Loop, Node, Program,
-    Region, Var, node_exprs, walk, walk_nodes,
+    Assign, BinOp, BinOpKind, Block, BufLen, Cast, Expr, If, InvocationId, Let, LitI32, LitU32, Load, LocalId, Loop,
+    Node, Program, Region, SubgroupLocalId, Var, WorkgroupId, node_exprs, walk, walk_nodes,
 )
 
 __all__ = ["UNKNOWN_TRIPS", "WorkModel", "work_model", "work_per_invocation"]
@@ -54,6 +59,8 @@ def _bound(e: Expr, lets: Mapping[str, Expr], readonly: frozenset[str], depth: i
             return _bound(fixed, lets, readonly, depth + 1)
         case BufLen(name):
             return lambda arrays: float(arrays[name].size) if name in arrays else None
+        case InvocationId() | WorkgroupId() | LocalId() | SubgroupLocalId():
+            return lambda _a: 0.0
         case Load(name, LitU32(i)) if name in readonly:
             return lambda arrays: _element(arrays, name, i)
         case Cast(_, inner):
@@ -99,6 +106,16 @@ _ARITH: dict[BinOpKind, Callable[[float, float], float | None]] = {
     BinOpKind.MAX: max,
     BinOpKind.SHR: lambda x, y: x // 2 ** y if 0 <= y < 64 else None,
     BinOpKind.SHL: lambda x, y: x * 2 ** y if 0 <= y < 64 else None,
+    # conditions: 1 or 0 (a SUB that would wrap evaluates to 0, so an estimate may take the other
+    # arm than the run: it only counts work, and correctness never depends on it)
+    BinOpKind.LT: lambda x, y: float(x < y),
+    BinOpKind.LE: lambda x, y: float(x <= y),
+    BinOpKind.GT: lambda x, y: float(x > y),
+    BinOpKind.GE: lambda x, y: float(x >= y),
+    BinOpKind.EQ: lambda x, y: float(x == y),
+    BinOpKind.NE: lambda x, y: float(x != y),
+    BinOpKind.AND: lambda x, y: float(bool(x) and bool(y)),
+    BinOpKind.OR: lambda x, y: float(bool(x) or bool(y)),
 }
 
 
@@ -107,15 +124,16 @@ def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[
     flat = 0.0
     loops: list[tuple[_Eval, _Eval, Callable[[Arrays], float]]] = []
     nested: list[Callable[[Arrays], float]] = []
+    branches: list[tuple[_Eval, Callable[[Arrays], float], Callable[[Arrays], float]]] = []
     for n in body:
         flat += 1
         match n:
             case Loop(_, start, end, inner):
                 loops.append((_bound(start, lets, readonly), _bound(end, lets, readonly),
                               _body(inner, lets, readonly)))
-            case If(_, then, otherwise):
-                nested.append(_body(then, lets, readonly))
-                nested.append(_body(otherwise, lets, readonly))
+            case If(cond, then, otherwise):
+                branches.append((_bound(cond, lets, readonly), _body(then, lets, readonly),
+                                 _body(otherwise, lets, readonly)))
             case Block(inner) | Region(_, inner):
                 nested.append(_body(inner, lets, readonly))
             case _:
@@ -123,6 +141,12 @@ def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[
 
     def count(arrays: Arrays) -> float:
         total = flat + sum(f(arrays) for f in nested)
+        for cond, then, otherwise in branches:
+            c = cond(arrays)
+            if c is None:
+                total += max(then(arrays), otherwise(arrays))
+            else:
+                total += then(arrays) if c else otherwise(arrays)
         for start, end, inner in loops:
             s, e = start(arrays), end(arrays)
             trips = UNKNOWN_TRIPS if s is None or e is None else max(0.0, e - s)

@@ -19,6 +19,7 @@ from ..driver.devices import array_device, on_device
 from ..errors import DispatchError
 from ..ir import DataType, Program
 from ._launch import launch
+from ._plans import INDEX, RESULT, SCALAR, Recorder, recording
 
 __all__ = ["OpsError", "Arr", "Ctx", "prepare"]
 
@@ -121,6 +122,8 @@ class Ctx:
         #: which program form the passes use (vyre.ops.reduce): the GPU form on CUDA and the
         #: simulator, the CPU form elsewhere; tests flip it to run either form on any backend
         self.gpu_form = backend in GPU_BACKENDS
+        #: the record of this call, when vyre.ops._plans is turning it into a plan
+        self.recorder: Recorder | None = None
 
     @property
     def gpu(self) -> bool:
@@ -131,7 +134,10 @@ class Ctx:
         backends, in the caller's library when the caller passed device arrays)."""
         npd = dtype.np_dtype
         if not self.gpu:
-            return np.empty(n, npd)
+            arr = np.empty(n, npd)
+            if self.recorder is not None:
+                self.recorder.empty(arr, n, dtype)
+            return arr
         if self.kind is Kind.CUPY:  # on the caller's GPU, wherever the current device is
             import cupy
 
@@ -158,22 +164,40 @@ class Ctx:
         the CPU through vyre.ops._launch: checked once per program and lengths, then launched
         directly)."""
         launch(program, arrays, max(1, grid), self.backend)
+        if self.recorder is not None:
+            self.recorder.run(program, arrays, max(1, grid))
 
     def result(self, arr: Any, shape: tuple[int, ...]) -> Any:
         """``arr`` (flat, where the passes ran) as the caller's kind, shaped ``shape``."""
         if not self.gpu:
-            return arr.reshape(shape)
+            out = arr.reshape(shape)
+            if self.recorder is not None:
+                self.recorder.answer(out, arr, RESULT, shape)
+            return out
         if self.kind is Kind.NUMPY:
             return _to_host(arr).reshape(shape)
         return arr.reshape(shape)
 
     def scalar(self, arr: Any) -> Any:
         """Element 0 of ``arr``: a numpy scalar for host callers, a 0-d device array otherwise."""
-        if not self.gpu or self.kind is Kind.NUMPY:
-            return _to_host(arr)[0] if self.gpu else arr[0]
-        if self.kind is Kind.DEVICE:
-            return arr[0:1].reshape(())  # numba device arrays: a 0-d view on the device
-        return arr[0:1].reshape(())
+        if not self.gpu:
+            value = arr[0]
+            if self.recorder is not None:
+                self.recorder.answer(value, arr, SCALAR)
+            return value
+        if self.kind is Kind.NUMPY:
+            return _to_host(arr)[0]
+        return arr[0:1].reshape(())  # a 0-d view on the device (CuPy, PyTorch, numba)
+
+    def index(self, arr: Any) -> Any:
+        """Element 0 of ``arr`` (u32) as an index: an int64 numpy scalar for host callers, a 0-d
+        uint32 device array otherwise."""
+        if self.gpu and self.kind is not Kind.NUMPY:
+            return self.scalar(arr)
+        value = np.int64(self.scalar(arr))
+        if self.recorder is not None:
+            self.recorder.answer(value, arr, INDEX)
+        return value
 
 
 def _to_host(arr: Any) -> np.ndarray:
@@ -188,6 +212,19 @@ def _to_host(arr: Any) -> np.ndarray:
 
 def prepare(named: Mapping[str, Any], backend: str | None, *, ndim: int | None = None,
             same_dtype: bool = True) -> tuple[Ctx, dict[str, Arr]]:
+    """Check the arrays of one op call and pick its backend (see :func:`_prepare`); a call being
+    recorded (vyre.ops._plans) gets its recorder, which learns the inputs' flat arrays."""
+    ctx, out = _prepare(named, backend, ndim, same_dtype)
+    rec = recording()
+    if rec is not None and not ctx.gpu:
+        ctx.recorder = rec
+        for position, arr in enumerate(out.values()):
+            rec.input(position, arr.data)
+    return ctx, out
+
+
+def _prepare(named: Mapping[str, Any], backend: str | None, ndim: int | None, same_dtype: bool
+             ) -> tuple[Ctx, dict[str, Arr]]:
     """Check the arrays of one op call and pick its backend.
 
     ``backend=None``: ``cuda`` when any array is a device array (``cudasim`` under numba's

@@ -26,6 +26,7 @@ from ..ir import (
 from ..ir.expr import lit
 from ._blocks import SUBGROUP, Combine, all_of, bounded_span, halving, subgroup_combine, tree
 from .reduce import CPU_BLOCK, CPU_LANES
+from ._plans import planned
 from ._runtime import OpsError, prepare
 
 __all__ = ["MATVEC_WG", "matvec", "matvec_grad", "matvec_program", "outer_program", "vecmat_program"]
@@ -246,9 +247,15 @@ def _check(arrs: dict) -> tuple[int, int]:
 
 def matvec(m: Any, v: Any, *, backend: str | None = None, _gpu_form: bool | None = None) -> Any:
     """``m @ v`` for a 2-D ``m`` (rows, cols) and a 1-D ``v`` (cols); f32 accumulates in f64."""
+    if _gpu_form is None:
+        return planned(("matvec",), {"m": m, "v": v}, backend, _matvec, m, v, backend, None)
+    return _matvec(m, v, backend, _gpu_form)
+
+
+def _matvec(m: Any, v: Any, backend: str | None, gpu_form: bool | None) -> Any:
     ctx, arrs = prepare({"m": m, "v": v}, backend)
-    if _gpu_form is not None:
-        ctx.gpu_form = _gpu_form
+    if gpu_form is not None:
+        ctx.gpu_form = gpu_form
     rows, _ = _check(arrs)
     t = arrs["m"].dtype
     out = ctx.empty(rows, t)
@@ -264,6 +271,10 @@ def matvec(m: Any, v: Any, *, backend: str | None = None, _gpu_form: bool | None
 def matvec_grad(m: Any, v: Any, g: Any, *, backend: str | None = None) -> tuple[Any, Any]:
     """``(grad_m, grad_v) = (outer(g, v), m^T g)``: the vector-Jacobian product of ``matvec`` for
     the cotangent ``g`` (rows,)."""
+    return planned(("matvec_grad",), {"m": m, "v": v, "g": g}, backend, _matvec_grad, m, v, g, backend)
+
+
+def _matvec_grad(m: Any, v: Any, g: Any, backend: str | None) -> tuple[Any, Any]:
     ctx, arrs = prepare({"m": m, "v": v, "g": g}, backend)
     rows, cols = _check(arrs)
     if arrs["g"].shape != (rows,):

@@ -28,9 +28,8 @@ import builtins
 import enum
 import functools
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
 
 from ..ir import (
     F64, U32, BinOpKind, BufferDecl, DataType, Expr, Node, Program, UnOpKind, assign, barrier, buflen, cast, fma, gid,
@@ -42,9 +41,8 @@ from ._blocks import (
     SUBGROUP, Combine, all_of, bounded_span, halving, isnan, lane_reduce, nan, nan_flags, subgroup_combine, tree,
     workgroup_combine,
 )
-from ..driver.backends import default_backend
-from ._launch import CpuCall, cpu_call
-from ._runtime import Arr, Ctx, Kind, OpsError, gpu_workgroups_cap, prepare
+from ._plans import planned
+from ._runtime import Arr, Ctx, OpsError, gpu_workgroups_cap, prepare
 
 __all__ = [
     "CPU_LANES", "GPU_UNROLL", "GPU_WG", "Reduce", "argmax", "argmax_program", "dot", "full_program",
@@ -72,6 +70,10 @@ ARGMAX_SCAN_LANES = 4
 
 class Reduce(enum.Enum):
     """The whole-array reductions: what each element contributes, and how contributions combine."""
+
+    # members are singletons: hashing by identity is C-speed (Enum's own hashes the name in Python;
+    # plan keys hash two of these per call)
+    __hash__ = object.__hash__
 
     SUM = "sum"
     DOT = "dot"
@@ -107,6 +109,10 @@ def accumulator(kind: Reduce, t: DataType) -> DataType:
 
 class Post(enum.Enum):
     """What the pass that writes the final value applies to it."""
+
+    # members are singletons: hashing by identity is C-speed (Enum's own hashes the name in Python;
+    # plan keys hash two of these per call)
+    __hash__ = object.__hash__
 
     NONE = "none"
     SQRT = "sqrt"  # norm
@@ -444,83 +450,17 @@ def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, determin
     return ctx.scalar(out)
 
 
-class _CpuPass(NamedTuple):
-    call: CpuCall
-    outputs: tuple[tuple[str, np.dtype], ...]  # allocated per call: name, dtype
-    carry: tuple[tuple[str, str], ...]  # an output that the next pass reads: its name, the input's
-
-
-class _CpuPlan(NamedTuple):
-    """The CPU passes of one reduction over arrays of one dtype and length, each a direct call
-    (vyre.ops._launch.cpu_call): a repeated call skips preparing, planning and looking up (about
-    5 us of the 9 an op on a small array cost). ``result``: the output whose element 0 is the answer."""
-
-    passes: tuple[_CpuPass, ...]
-    result: str
-
-    def run(self, named: dict[str, np.ndarray]) -> Any:
-        arrays = {name: x.reshape(-1) for name, x in named.items()}
-        for call, outputs, carry in self.passes:
-            for name, dt in outputs:
-                arrays[name] = np.empty(call.grid, dt)
-            call.call(*[arrays[name] for name in call.order])
-            arrays = {dst: arrays[src] for src, dst in carry} or arrays
-        return arrays[self.result][0]
-
-
-#: (reduction, post, backend argument, dtype, lengths) -> plan; only numpy arrays that are C-contiguous
-#: and aligned, on the CPU backend, reach it (what prepare would pass through unchanged)
-_cpu_plans: dict[tuple[Any, ...], _CpuPlan] = {}
-
-
-def _plan_key(kind: Reduce | None, post: Post, named: dict[str, Any], backend: str | None) -> tuple[Any, ...] | None:
-    """The key of a CPU plan for this call (``kind`` None: argmax), or None where the call must
-    take the checked path (not the CPU backend, or an array prepare would copy or refuse)."""
-    if backend != "cpu" and (backend is not None or default_backend() != "cpu"):
-        return None
-    key: list[Any] = [kind, post, backend]
-    for x in named.values():
-        if type(x) is not np.ndarray or not (x.flags.c_contiguous and x.flags.aligned):
-            return None
-        key += [x.dtype, x.size, x.ndim if kind is Reduce.DOT else 0]
-    return tuple(key)
-
-
-PassSpec = tuple[Program, int, dict[str, int], tuple[tuple[str, np.dtype], ...]]
-
-
-def _remember_plan(key: tuple[Any, ...], passes: list[PassSpec], carry: tuple[tuple[str, str], ...],
-                   result: str) -> None:
-    """Remember the direct calls of ``passes`` (program, grid, lengths by buffer name, outputs) if
-    every one went through a checked launch; the last pass carries nothing."""
-    planned = []
-    for i, (prog, g, sizes, outputs) in enumerate(passes):
-        call = cpu_call(prog, sizes, g)
-        if call is None:
-            return
-        planned.append(_CpuPass(call, outputs, carry if i + 1 < len(passes) else ()))
-    if len(_cpu_plans) > 1024:
-        _cpu_plans.clear()
-    _cpu_plans[key] = _CpuPlan(tuple(planned), result)
-
-
 def _reduce(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
             gpu_form: bool | None = None, deterministic: bool = False) -> Any:
-    key = _plan_key(kind, post, named, backend) if gpu_form is None else None
-    if key is not None:
-        plan = _cpu_plans.get(key)
-        if plan is not None:
-            return plan.run(named)
-    out = _reduce_checked(kind, post, named, backend, gpu_form, deterministic)
-    if key is not None:
-        x = next(iter(named.values()))
-        sizes = {name: x.size for name in named}
-        passes: list[PassSpec] = []
-        for prog, g, t_out in _passes(kind, DataType.from_numpy(x.dtype), post, x.size, False, 0):
-            passes.append((prog, g, {**sizes, "out": g}, (("out", t_out.np_dtype),)))
-            sizes = {"x": g}
-        _remember_plan(key, passes, (("out", "x"),), "out")
-    return out
+    """One reduction; ``gpu_form`` (tests) forces a program form, without plans."""
+    if gpu_form is not None:
+        return _reduce_checked(kind, post, named, backend, gpu_form, deterministic)
+    return _planned(kind, post, named, backend, deterministic)
+
+
+def _planned(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None, deterministic: bool) -> Any:
+    return planned((kind, post, deterministic), named, backend,
+                   _reduce_checked, kind, post, named, backend, None, deterministic)
 
 
 def _reduce_checked(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
@@ -542,33 +482,33 @@ def _reduce_checked(kind: Reduce, post: Post, named: dict[str, Any], backend: st
 def sum(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Sum of all elements (0 for an empty array). f32 accumulates in f64. See docs/ops.md for the
     error bound and NaN rules; every call is bit-identical to the last on the same backend."""
-    return _reduce(Reduce.SUM, Post.NONE, {"x": x}, backend, deterministic=deterministic)
+    return _planned(Reduce.SUM, Post.NONE, {"x": x}, backend, deterministic)
 
 
 def mean(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Arithmetic mean (NaN for an empty array)."""
-    return _reduce(Reduce.SUM, Post.MEAN, {"x": x}, backend, deterministic=deterministic)
+    return _planned(Reduce.SUM, Post.MEAN, {"x": x}, backend, deterministic)
 
 
 def max(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Largest element; NaN if any element is NaN; -inf for an empty array."""
-    return _reduce(Reduce.MAX, Post.NONE, {"x": x}, backend, deterministic=deterministic)
+    return _planned(Reduce.MAX, Post.NONE, {"x": x}, backend, deterministic)
 
 
 def min(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Smallest element; NaN if any element is NaN; +inf for an empty array."""
-    return _reduce(Reduce.MIN, Post.NONE, {"x": x}, backend, deterministic=deterministic)
+    return _planned(Reduce.MIN, Post.NONE, {"x": x}, backend, deterministic)
 
 
 def dot(x: Any, y: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """``sum(x * y)`` of two 1-D arrays of one length (0 when empty); f32 in f64."""
-    return _reduce(Reduce.DOT, Post.NONE, {"x": x, "y": y}, backend, deterministic=deterministic)
+    return _planned(Reduce.DOT, Post.NONE, {"x": x, "y": y}, backend, deterministic)
 
 
 def norm(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Euclidean norm ``sqrt(sum(x * x))`` over all elements (0 when empty). f32 squares are summed
     in f64, so they never overflow; f64 squares overflow past 1e154, as numpy's do."""
-    return _reduce(Reduce.SUMSQ, Post.SQRT, {"x": x}, backend, deterministic=deterministic)
+    return _planned(Reduce.SUMSQ, Post.SQRT, {"x": x}, backend, deterministic)
 
 
 def argmax(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
@@ -578,22 +518,9 @@ def argmax(x: Any, *, backend: str | None = None, deterministic: bool = False) -
 
 
 def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:
-    key = _plan_key(None, Post.NONE, {"x": x}, backend) if gpu_form is None else None
-    if key is not None:
-        plan = _cpu_plans.get(key)
-        if plan is not None:
-            return np.int64(int(plan.run({"x": x})))
-    out = _argmax_checked(x, backend, gpu_form, deterministic)
-    if key is not None:
-        t = DataType.from_numpy(x.dtype)
-        outputs = (("val", t.np_dtype), ("idx", np.dtype(np.uint32)))
-        passes: list[PassSpec] = []
-        sizes = {"x": x.size}
-        for prog, g in _argmax_passes(t, x.size, False, 0):
-            passes.append((prog, g, {**sizes, "val": g, "idx": g}, outputs))
-            sizes = {"x": g, "xi": g}
-        _remember_plan(key, passes, (("val", "x"), ("idx", "xi")), "idx")
-    return out
+    if gpu_form is not None:
+        return _argmax_checked(x, backend, gpu_form, deterministic)
+    return planned(("argmax", deterministic), {"x": x}, backend, _argmax_checked, x, backend, None, deterministic)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -624,5 +551,4 @@ def _argmax_checked(x: Any, backend: str | None, gpu_form: bool | None = None, d
         val, idx = ctx.empty(g, t), ctx.empty(g, U32)
         ctx.run(prog, {**inputs, "val": val, "idx": idx}, g)
         inputs = {"x": val, "xi": idx}
-    r = ctx.scalar(idx)
-    return r if ctx.gpu and ctx.kind is not Kind.NUMPY else np.int64(int(r))
+    return ctx.index(idx)

@@ -35,6 +35,7 @@ from ..ir import (
 from ..ir.expr import lit
 from ._blocks import Combine, workgroup_combine
 from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
+from ._plans import planned
 from ._runtime import Ctx, OpsError, prepare
 
 __all__ = [
@@ -327,6 +328,12 @@ def _prep(named: dict[str, Any], backend: str | None, gpu_form: bool | None
 
 
 def _row_reduce(kind: str, x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
+    if gpu_form is None:
+        return planned(("row_" + kind,), {"x": x}, backend, _row_reduce_checked, kind, x, backend, None)
+    return _row_reduce_checked(kind, x, backend, gpu_form)
+
+
+def _row_reduce_checked(kind: str, x: Any, backend: str | None, gpu_form: bool | None) -> Any:
     ctx, arrs, rows, _, kw = _prep({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     out = ctx.empty(rows, t)
@@ -355,7 +362,13 @@ def logsumexp(x: Any, *, backend: str | None = None) -> Any:
 def softmax(x: Any, *, backend: str | None = None, return_lse: bool = False,
             _gpu_form: bool | None = None) -> Any:
     """Row softmax of a 2-D array; with ``return_lse`` also each row's log-sum-exp."""
-    ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, _gpu_form)
+    if _gpu_form is None:
+        return planned(("softmax", return_lse), {"x": x}, backend, _softmax, x, backend, return_lse, None)
+    return _softmax(x, backend, return_lse, _gpu_form)
+
+
+def _softmax(x: Any, backend: str | None, return_lse: bool, gpu_form: bool | None) -> Any:
+    ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     y, lse = ctx.empty(rows * cols, t), ctx.empty(rows, t)
     if rows:
@@ -366,7 +379,13 @@ def softmax(x: Any, *, backend: str | None = None, return_lse: bool = False,
 
 def softmax_grad(y: Any, g: Any, *, backend: str | None = None, _gpu_form: bool | None = None) -> Any:
     """The vector-Jacobian product of softmax: ``dx`` for the softmax output ``y`` and cotangent ``g``."""
-    ctx, arrs, rows, cols, kw = _prep({"y": y, "g": g}, backend, _gpu_form)
+    if _gpu_form is None:
+        return planned(("softmax_grad",), {"y": y, "g": g}, backend, _softmax_grad, y, g, backend, None)
+    return _softmax_grad(y, g, backend, _gpu_form)
+
+
+def _softmax_grad(y: Any, g: Any, backend: str | None, gpu_form: bool | None) -> Any:
+    ctx, arrs, rows, cols, kw = _prep({"y": y, "g": g}, backend, gpu_form)
     _same_shape(arrs, ("y", "g"))
     t = arrs["y"].dtype
     dx, d = ctx.empty(rows * cols, t), ctx.empty(rows, t)
@@ -379,7 +398,14 @@ def softmax_grad(y: Any, g: Any, *, backend: str | None = None, _gpu_form: bool 
 def logsumexp_grad(x: Any, lse: Any, g: Any, *, backend: str | None = None,
                    _gpu_form: bool | None = None) -> Any:
     """``dx`` of ``logsumexp(x)`` (whose value is ``lse``) for the per-row cotangent ``g``."""
-    ctx, arrs, rows, cols, kw = _prep({"x": x, "lse": lse, "g": g}, backend, _gpu_form)
+    if _gpu_form is None:
+        return planned(("logsumexp_grad",), {"x": x, "lse": lse, "g": g}, backend, _logsumexp_grad,
+                       x, lse, g, backend, None)
+    return _logsumexp_grad(x, lse, g, backend, _gpu_form)
+
+
+def _logsumexp_grad(x: Any, lse: Any, g: Any, backend: str | None, gpu_form: bool | None) -> Any:
+    ctx, arrs, rows, cols, kw = _prep({"x": x, "lse": lse, "g": g}, backend, gpu_form)
     for name in ("lse", "g"):
         if arrs[name].shape != (rows,):
             raise OpsError(f"{name} has shape {arrs[name].shape}, expected ({rows},) (one per row of x). "
@@ -398,11 +424,18 @@ def layer_norm(x: Any, eps: float = 1e-5, *, backend: str | None = None, return_
     ``return_stats`` also the per-row ``mean`` and ``rstd`` that :func:`layer_norm_grad` takes."""
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
         raise OpsError(f"eps must be a finite float >= 0, got {eps!r}. Fix: pass e.g. eps=1e-5")
-    ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, _gpu_form)
+    if _gpu_form is None:
+        return planned(("layer_norm", float(eps), return_stats), {"x": x}, backend, _layer_norm,
+                       x, float(eps), backend, return_stats, None)
+    return _layer_norm(x, float(eps), backend, return_stats, _gpu_form)
+
+
+def _layer_norm(x: Any, eps: float, backend: str | None, return_stats: bool, gpu_form: bool | None) -> Any:
+    ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     y, mean, rstd = ctx.empty(rows * cols, t), ctx.empty(rows, t), ctx.empty(rows, t)
     if rows:
-        ctx.run(layer_norm_program(t, float(eps), **kw),
+        ctx.run(layer_norm_program(t, eps, **kw),
                 {"x": arrs["x"].data, "y": y, "mean": mean, "rstd": rstd}, rows)
     ys = ctx.result(y, (rows, cols))
     return (ys, ctx.result(mean, (rows,)), ctx.result(rstd, (rows,))) if return_stats else ys
@@ -411,7 +444,14 @@ def layer_norm(x: Any, eps: float = 1e-5, *, backend: str | None = None, return_
 def layer_norm_grad(x: Any, g: Any, mean: Any, rstd: Any, *, backend: str | None = None,
                     _gpu_form: bool | None = None) -> Any:
     """``dx`` of :func:`layer_norm` for cotangent ``g``, from the statistics it returned."""
-    ctx, arrs, rows, cols, kw = _prep({"x": x, "g": g, "mean": mean, "rstd": rstd}, backend, _gpu_form)
+    named = {"x": x, "g": g, "mean": mean, "rstd": rstd}
+    if _gpu_form is None:
+        return planned(("layer_norm_grad",), named, backend, _layer_norm_grad, named, backend, None)
+    return _layer_norm_grad(named, backend, _gpu_form)
+
+
+def _layer_norm_grad(named: dict[str, Any], backend: str | None, gpu_form: bool | None) -> Any:
+    ctx, arrs, rows, cols, kw = _prep(named, backend, gpu_form)
     _same_shape(arrs, ("x", "g"))
     for name in ("mean", "rstd"):
         if arrs[name].shape != (rows,):

@@ -1,0 +1,357 @@
+# vyre generated kernel: target cpu, codegen v17. Do not edit.
+import math
+import numba
+import numpy as np
+from numba import boolean, int32, int64, uint32, float32, float64
+from numba import types as _t
+from vyre.codegen.cpu_runtime import fmuladd as _vy_fma, opaque as _vy_k
+
+_dev = numba.njit(cache=False, error_model='numpy', inline='always')
+# <vyre.codegen.prelude.PRELUDE>
+# <vyre.codegen.cpu.CPU_PRELUDE>
+
+@_dev
+def _vy_sdiv_p2(a, k, negative_divisor):
+    x = int64(a)
+    q = abs(x) >> k
+    if (x < 0) != negative_divisor:
+        q = -q
+    return int32(q)
+
+
+@_dev
+def _vy_smod_p2(a, mask):
+    x = int64(a)
+    r = abs(x) & mask
+    if x < 0:
+        r = -r
+    return int32(r)
+
+
+
+_SIG = _t.void(_t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=False), _t.int64, _t.int64, _t.int64)
+@numba.njit(_SIG, cache=False, error_model='numpy')
+def vyre_kernel(b0_x, b1_out, _gx, _gy, _gz):
+    s0_lanes_f64 = np.empty(128, np.float64)
+    for _w in range(_gx * _gy * _gz):
+        _wg0 = uint32(_w % _gx)
+        _wg1 = uint32((_w // _gx) % _gy)
+        _wg2 = uint32(_w // (_gx * _gy))
+        s0_lanes_f64[:] = 0
+        for _l in range(1):
+            _lid0 = uint32(_l)
+            _lid1 = uint32(0)
+            _lid2 = uint32(0)
+            _gid0 = uint32(_wg0 * uint32(1) + _lid0)
+            _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+            _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+            _lane = uint32(_l)
+            v1_r = _gid0
+            v2_cols = _vy_udiv(uint32(b0_x.shape[0]), uint32(b1_out.shape[0]))
+            v3_base = uint32(v1_r * v2_cols)
+            if (v1_r < uint32(b1_out.shape[0])):
+                v4_s_res = float64(0.0)
+                if (v2_cols >= uint32(128)):
+                    v5_s_L_n = uint32(b0_x.shape[0])
+                    v6_s_L_lo = min(v3_base, v5_s_L_n)
+                    v7_s_L_len = min(v2_cols, uint32(v5_s_L_n - v6_s_L_lo))
+                    v8_s_L_hi = uint32(v6_s_L_lo + v7_s_L_len)
+                    for _it9 in range(int64(uint32(0)), int64(uint32(s0_lanes_f64.shape[0]))):
+                        v10_k = uint32(_it9)
+                        s0_lanes_f64[v10_k] = float64(0.0)
+                    v11_s_L_m2 = uint32(int64(v7_s_L_len) >> _vy_k(int64(8)))
+                    for _it12 in range(int64(uint32(0)), int64(v11_s_L_m2)):
+                        v13_s_L_j = uint32(_it12)
+                        v14_s_L_p = uint32(v6_s_L_lo + uint32(v13_s_L_j * uint32(256)))
+                        for _it15 in range(int64(uint32(0)), int64(uint32(s0_lanes_f64.shape[0]))):
+                            v16_k = uint32(_it15)
+                            v17_s_L_v0 = float64(b0_x[uint32(v14_s_L_p + v16_k)])
+                            v18_s_L_v1 = float64(b0_x[uint32(uint32(v14_s_L_p + v16_k) + uint32(128))])
+                            v19_s_L_vt_l0_0 = (v17_s_L_v0 + v18_s_L_v1)
+                            s0_lanes_f64[v16_k] = (s0_lanes_f64[v16_k] + v19_s_L_vt_l0_0)
+                    v20_s_L_s0 = uint32(v6_s_L_lo + uint32(v11_s_L_m2 * uint32(256)))
+                    v21_s_L_m1 = uint32(int64(uint32(v7_s_L_len - uint32(v11_s_L_m2 * uint32(256)))) >> _vy_k(int64(7)))
+                    for _it22 in range(int64(uint32(0)), int64(v21_s_L_m1)):
+                        v23_s_L_j1 = uint32(_it22)
+                        v24_s_L_p1 = uint32(v20_s_L_s0 + uint32(v23_s_L_j1 * uint32(128)))
+                        for _it25 in range(int64(uint32(0)), int64(uint32(s0_lanes_f64.shape[0]))):
+                            v26_k = uint32(_it25)
+                            v27_s_L_u = float64(b0_x[uint32(v24_s_L_p1 + v26_k)])
+                            s0_lanes_f64[v26_k] = (s0_lanes_f64[v26_k] + v27_s_L_u)
+                    v28_s_L_t0 = uint32(v20_s_L_s0 + uint32(v21_s_L_m1 * uint32(128)))
+                    for _it29 in range(int64(v28_s_L_t0), int64(v8_s_L_hi)):
+                        v30_s_L_q = uint32(_it29)
+                        v31_s_L_w = float64(b0_x[v30_s_L_q])
+                        s0_lanes_f64[uint32(v30_s_L_q - v28_s_L_t0)] = (s0_lanes_f64[uint32(v30_s_L_q - v28_s_L_t0)] + v31_s_L_w)
+                    for _it32 in range(int64(uint32(0)), int64(uint32(64))):
+                        v33_s_L_r64 = uint32(_it32)
+                        v34_s_L_r64_a = s0_lanes_f64[v33_s_L_r64]
+                        v35_s_L_r64_b = s0_lanes_f64[uint32(v33_s_L_r64 + uint32(64))]
+                        s0_lanes_f64[v33_s_L_r64] = (v34_s_L_r64_a + v35_s_L_r64_b)
+                    for _it36 in range(int64(uint32(0)), int64(uint32(32))):
+                        v37_s_L_r32 = uint32(_it36)
+                        v38_s_L_r32_a = s0_lanes_f64[v37_s_L_r32]
+                        v39_s_L_r32_b = s0_lanes_f64[uint32(v37_s_L_r32 + uint32(32))]
+                        s0_lanes_f64[v37_s_L_r32] = (v38_s_L_r32_a + v39_s_L_r32_b)
+                    for _it40 in range(int64(uint32(0)), int64(uint32(16))):
+                        v41_s_L_r16 = uint32(_it40)
+                        v42_s_L_r16_a = s0_lanes_f64[v41_s_L_r16]
+                        v43_s_L_r16_b = s0_lanes_f64[uint32(v41_s_L_r16 + uint32(16))]
+                        s0_lanes_f64[v41_s_L_r16] = (v42_s_L_r16_a + v43_s_L_r16_b)
+                    v44_s_L_r8_0a = s0_lanes_f64[uint32(0)]
+                    v45_s_L_r8_0b = s0_lanes_f64[uint32(8)]
+                    s0_lanes_f64[uint32(0)] = (v44_s_L_r8_0a + v45_s_L_r8_0b)
+                    v46_s_L_r8_1a = s0_lanes_f64[uint32(1)]
+                    v47_s_L_r8_1b = s0_lanes_f64[uint32(9)]
+                    s0_lanes_f64[uint32(1)] = (v46_s_L_r8_1a + v47_s_L_r8_1b)
+                    v48_s_L_r8_2a = s0_lanes_f64[uint32(2)]
+                    v49_s_L_r8_2b = s0_lanes_f64[uint32(10)]
+                    s0_lanes_f64[uint32(2)] = (v48_s_L_r8_2a + v49_s_L_r8_2b)
+                    v50_s_L_r8_3a = s0_lanes_f64[uint32(3)]
+                    v51_s_L_r8_3b = s0_lanes_f64[uint32(11)]
+                    s0_lanes_f64[uint32(3)] = (v50_s_L_r8_3a + v51_s_L_r8_3b)
+                    v52_s_L_r8_4a = s0_lanes_f64[uint32(4)]
+                    v53_s_L_r8_4b = s0_lanes_f64[uint32(12)]
+                    s0_lanes_f64[uint32(4)] = (v52_s_L_r8_4a + v53_s_L_r8_4b)
+                    v54_s_L_r8_5a = s0_lanes_f64[uint32(5)]
+                    v55_s_L_r8_5b = s0_lanes_f64[uint32(13)]
+                    s0_lanes_f64[uint32(5)] = (v54_s_L_r8_5a + v55_s_L_r8_5b)
+                    v56_s_L_r8_6a = s0_lanes_f64[uint32(6)]
+                    v57_s_L_r8_6b = s0_lanes_f64[uint32(14)]
+                    s0_lanes_f64[uint32(6)] = (v56_s_L_r8_6a + v57_s_L_r8_6b)
+                    v58_s_L_r8_7a = s0_lanes_f64[uint32(7)]
+                    v59_s_L_r8_7b = s0_lanes_f64[uint32(15)]
+                    s0_lanes_f64[uint32(7)] = (v58_s_L_r8_7a + v59_s_L_r8_7b)
+                    v60_s_L_r4_0a = s0_lanes_f64[uint32(0)]
+                    v61_s_L_r4_0b = s0_lanes_f64[uint32(4)]
+                    s0_lanes_f64[uint32(0)] = (v60_s_L_r4_0a + v61_s_L_r4_0b)
+                    v62_s_L_r4_1a = s0_lanes_f64[uint32(1)]
+                    v63_s_L_r4_1b = s0_lanes_f64[uint32(5)]
+                    s0_lanes_f64[uint32(1)] = (v62_s_L_r4_1a + v63_s_L_r4_1b)
+                    v64_s_L_r4_2a = s0_lanes_f64[uint32(2)]
+                    v65_s_L_r4_2b = s0_lanes_f64[uint32(6)]
+                    s0_lanes_f64[uint32(2)] = (v64_s_L_r4_2a + v65_s_L_r4_2b)
+                    v66_s_L_r4_3a = s0_lanes_f64[uint32(3)]
+                    v67_s_L_r4_3b = s0_lanes_f64[uint32(7)]
+                    s0_lanes_f64[uint32(3)] = (v66_s_L_r4_3a + v67_s_L_r4_3b)
+                    v68_s_L_r2_0a = s0_lanes_f64[uint32(0)]
+                    v69_s_L_r2_0b = s0_lanes_f64[uint32(2)]
+                    s0_lanes_f64[uint32(0)] = (v68_s_L_r2_0a + v69_s_L_r2_0b)
+                    v70_s_L_r2_1a = s0_lanes_f64[uint32(1)]
+                    v71_s_L_r2_1b = s0_lanes_f64[uint32(3)]
+                    s0_lanes_f64[uint32(1)] = (v70_s_L_r2_1a + v71_s_L_r2_1b)
+                    v72_s_L_r1_0a = s0_lanes_f64[uint32(0)]
+                    v73_s_L_r1_0b = s0_lanes_f64[uint32(1)]
+                    s0_lanes_f64[uint32(0)] = (v72_s_L_r1_0a + v73_s_L_r1_0b)
+                    v74_s_L_tot = s0_lanes_f64[uint32(0)]
+                    v4_s_res = v74_s_L_tot
+                else:
+                    v75_s_a0 = float64(0.0)
+                    v76_s_a1 = float64(0.0)
+                    v77_s_a2 = float64(0.0)
+                    v78_s_a3 = float64(0.0)
+                    v79_s_a4 = float64(0.0)
+                    v80_s_a5 = float64(0.0)
+                    v81_s_a6 = float64(0.0)
+                    v82_s_a7 = float64(0.0)
+                    for _it83 in range(int64(uint32(0)), int64(uint32(int64(v2_cols) >> _vy_k(int64(3))))):
+                        v84_s_j = uint32(_it83)
+                        v85_s_p = uint32(v84_s_j * uint32(8))
+                        if ((((((((uint32(v3_base + v85_s_p) < uint32(b0_x.shape[0])) and (uint32(v3_base + uint32(v85_s_p + uint32(1))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(2))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(3))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(4))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(5))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(6))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(7))) < uint32(b0_x.shape[0]))):
+                            v86_s_v0 = float64(b0_x[uint32(v3_base + v85_s_p)])
+                            v75_s_a0 = (v75_s_a0 + v86_s_v0)
+                            v87_s_v1 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(1)))])
+                            v76_s_a1 = (v76_s_a1 + v87_s_v1)
+                            v88_s_v2 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(2)))])
+                            v77_s_a2 = (v77_s_a2 + v88_s_v2)
+                            v89_s_v3 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(3)))])
+                            v78_s_a3 = (v78_s_a3 + v89_s_v3)
+                            v90_s_v4 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(4)))])
+                            v79_s_a4 = (v79_s_a4 + v90_s_v4)
+                            v91_s_v5 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(5)))])
+                            v80_s_a5 = (v80_s_a5 + v91_s_v5)
+                            v92_s_v6 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(6)))])
+                            v81_s_a6 = (v81_s_a6 + v92_s_v6)
+                            v93_s_v7 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(7)))])
+                            v82_s_a7 = (v82_s_a7 + v93_s_v7)
+                    for _it94 in range(int64(uint32(uint32(int64(v2_cols) >> _vy_k(int64(3))) * uint32(8))), int64(v2_cols)):
+                        v95_s_q = uint32(_it94)
+                        if (uint32(v3_base + v95_s_q) < uint32(b0_x.shape[0])):
+                            v96_s_v0 = float64(b0_x[uint32(v3_base + v95_s_q)])
+                            v75_s_a0 = (v75_s_a0 + v96_s_v0)
+                    v97_s_m_l0_0 = (v75_s_a0 + v76_s_a1)
+                    v98_s_m_l0_1 = (v77_s_a2 + v78_s_a3)
+                    v99_s_m_l0_2 = (v79_s_a4 + v80_s_a5)
+                    v100_s_m_l0_3 = (v81_s_a6 + v82_s_a7)
+                    v101_s_m_l1_0 = (v97_s_m_l0_0 + v98_s_m_l0_1)
+                    v102_s_m_l1_1 = (v99_s_m_l0_2 + v100_s_m_l0_3)
+                    v103_s_m_l2_0 = (v101_s_m_l1_0 + v102_s_m_l1_1)
+                    v4_s_res = v103_s_m_l2_0
+                b1_out[v1_r] = float32(v4_s_res)
+
+
+@numba.njit(parallel=True, cache=False, error_model='numpy')
+def vyre_kernel_parallel(b0_x, b1_out, _gx, _gy, _gz):
+    _nw = _gx * _gy * _gz
+    _nc = min(_nw, 256)
+    for _c in numba.prange(_nc):
+        s0_lanes_f64 = np.empty(128, np.float64)
+        for _w in range(_c * _nw // _nc, (_c + 1) * _nw // _nc):
+            _wg0 = uint32(_w % _gx)
+            _wg1 = uint32((_w // _gx) % _gy)
+            _wg2 = uint32(_w // (_gx * _gy))
+            s0_lanes_f64[:] = 0
+            for _l in range(1):
+                _lid0 = uint32(_l)
+                _lid1 = uint32(0)
+                _lid2 = uint32(0)
+                _gid0 = uint32(_wg0 * uint32(1) + _lid0)
+                _gid1 = uint32(_wg1 * uint32(1) + _lid1)
+                _gid2 = uint32(_wg2 * uint32(1) + _lid2)
+                _lane = uint32(_l)
+                v1_r = _gid0
+                v2_cols = _vy_udiv(uint32(b0_x.shape[0]), uint32(b1_out.shape[0]))
+                v3_base = uint32(v1_r * v2_cols)
+                if (v1_r < uint32(b1_out.shape[0])):
+                    v4_s_res = float64(0.0)
+                    if (v2_cols >= uint32(128)):
+                        v5_s_L_n = uint32(b0_x.shape[0])
+                        v6_s_L_lo = min(v3_base, v5_s_L_n)
+                        v7_s_L_len = min(v2_cols, uint32(v5_s_L_n - v6_s_L_lo))
+                        v8_s_L_hi = uint32(v6_s_L_lo + v7_s_L_len)
+                        for _it9 in range(int64(uint32(0)), int64(uint32(s0_lanes_f64.shape[0]))):
+                            v10_k = uint32(_it9)
+                            s0_lanes_f64[v10_k] = float64(0.0)
+                        v11_s_L_m2 = uint32(int64(v7_s_L_len) >> _vy_k(int64(8)))
+                        for _it12 in range(int64(uint32(0)), int64(v11_s_L_m2)):
+                            v13_s_L_j = uint32(_it12)
+                            v14_s_L_p = uint32(v6_s_L_lo + uint32(v13_s_L_j * uint32(256)))
+                            for _it15 in range(int64(uint32(0)), int64(uint32(s0_lanes_f64.shape[0]))):
+                                v16_k = uint32(_it15)
+                                v17_s_L_v0 = float64(b0_x[uint32(v14_s_L_p + v16_k)])
+                                v18_s_L_v1 = float64(b0_x[uint32(uint32(v14_s_L_p + v16_k) + uint32(128))])
+                                v19_s_L_vt_l0_0 = (v17_s_L_v0 + v18_s_L_v1)
+                                s0_lanes_f64[v16_k] = (s0_lanes_f64[v16_k] + v19_s_L_vt_l0_0)
+                        v20_s_L_s0 = uint32(v6_s_L_lo + uint32(v11_s_L_m2 * uint32(256)))
+                        v21_s_L_m1 = uint32(int64(uint32(v7_s_L_len - uint32(v11_s_L_m2 * uint32(256)))) >> _vy_k(int64(7)))
+                        for _it22 in range(int64(uint32(0)), int64(v21_s_L_m1)):
+                            v23_s_L_j1 = uint32(_it22)
+                            v24_s_L_p1 = uint32(v20_s_L_s0 + uint32(v23_s_L_j1 * uint32(128)))
+                            for _it25 in range(int64(uint32(0)), int64(uint32(s0_lanes_f64.shape[0]))):
+                                v26_k = uint32(_it25)
+                                v27_s_L_u = float64(b0_x[uint32(v24_s_L_p1 + v26_k)])
+                                s0_lanes_f64[v26_k] = (s0_lanes_f64[v26_k] + v27_s_L_u)
+                        v28_s_L_t0 = uint32(v20_s_L_s0 + uint32(v21_s_L_m1 * uint32(128)))
+                        for _it29 in range(int64(v28_s_L_t0), int64(v8_s_L_hi)):
+                            v30_s_L_q = uint32(_it29)
+                            v31_s_L_w = float64(b0_x[v30_s_L_q])
+                            s0_lanes_f64[uint32(v30_s_L_q - v28_s_L_t0)] = (s0_lanes_f64[uint32(v30_s_L_q - v28_s_L_t0)] + v31_s_L_w)
+                        for _it32 in range(int64(uint32(0)), int64(uint32(64))):
+                            v33_s_L_r64 = uint32(_it32)
+                            v34_s_L_r64_a = s0_lanes_f64[v33_s_L_r64]
+                            v35_s_L_r64_b = s0_lanes_f64[uint32(v33_s_L_r64 + uint32(64))]
+                            s0_lanes_f64[v33_s_L_r64] = (v34_s_L_r64_a + v35_s_L_r64_b)
+                        for _it36 in range(int64(uint32(0)), int64(uint32(32))):
+                            v37_s_L_r32 = uint32(_it36)
+                            v38_s_L_r32_a = s0_lanes_f64[v37_s_L_r32]
+                            v39_s_L_r32_b = s0_lanes_f64[uint32(v37_s_L_r32 + uint32(32))]
+                            s0_lanes_f64[v37_s_L_r32] = (v38_s_L_r32_a + v39_s_L_r32_b)
+                        for _it40 in range(int64(uint32(0)), int64(uint32(16))):
+                            v41_s_L_r16 = uint32(_it40)
+                            v42_s_L_r16_a = s0_lanes_f64[v41_s_L_r16]
+                            v43_s_L_r16_b = s0_lanes_f64[uint32(v41_s_L_r16 + uint32(16))]
+                            s0_lanes_f64[v41_s_L_r16] = (v42_s_L_r16_a + v43_s_L_r16_b)
+                        v44_s_L_r8_0a = s0_lanes_f64[uint32(0)]
+                        v45_s_L_r8_0b = s0_lanes_f64[uint32(8)]
+                        s0_lanes_f64[uint32(0)] = (v44_s_L_r8_0a + v45_s_L_r8_0b)
+                        v46_s_L_r8_1a = s0_lanes_f64[uint32(1)]
+                        v47_s_L_r8_1b = s0_lanes_f64[uint32(9)]
+                        s0_lanes_f64[uint32(1)] = (v46_s_L_r8_1a + v47_s_L_r8_1b)
+                        v48_s_L_r8_2a = s0_lanes_f64[uint32(2)]
+                        v49_s_L_r8_2b = s0_lanes_f64[uint32(10)]
+                        s0_lanes_f64[uint32(2)] = (v48_s_L_r8_2a + v49_s_L_r8_2b)
+                        v50_s_L_r8_3a = s0_lanes_f64[uint32(3)]
+                        v51_s_L_r8_3b = s0_lanes_f64[uint32(11)]
+                        s0_lanes_f64[uint32(3)] = (v50_s_L_r8_3a + v51_s_L_r8_3b)
+                        v52_s_L_r8_4a = s0_lanes_f64[uint32(4)]
+                        v53_s_L_r8_4b = s0_lanes_f64[uint32(12)]
+                        s0_lanes_f64[uint32(4)] = (v52_s_L_r8_4a + v53_s_L_r8_4b)
+                        v54_s_L_r8_5a = s0_lanes_f64[uint32(5)]
+                        v55_s_L_r8_5b = s0_lanes_f64[uint32(13)]
+                        s0_lanes_f64[uint32(5)] = (v54_s_L_r8_5a + v55_s_L_r8_5b)
+                        v56_s_L_r8_6a = s0_lanes_f64[uint32(6)]
+                        v57_s_L_r8_6b = s0_lanes_f64[uint32(14)]
+                        s0_lanes_f64[uint32(6)] = (v56_s_L_r8_6a + v57_s_L_r8_6b)
+                        v58_s_L_r8_7a = s0_lanes_f64[uint32(7)]
+                        v59_s_L_r8_7b = s0_lanes_f64[uint32(15)]
+                        s0_lanes_f64[uint32(7)] = (v58_s_L_r8_7a + v59_s_L_r8_7b)
+                        v60_s_L_r4_0a = s0_lanes_f64[uint32(0)]
+                        v61_s_L_r4_0b = s0_lanes_f64[uint32(4)]
+                        s0_lanes_f64[uint32(0)] = (v60_s_L_r4_0a + v61_s_L_r4_0b)
+                        v62_s_L_r4_1a = s0_lanes_f64[uint32(1)]
+                        v63_s_L_r4_1b = s0_lanes_f64[uint32(5)]
+                        s0_lanes_f64[uint32(1)] = (v62_s_L_r4_1a + v63_s_L_r4_1b)
+                        v64_s_L_r4_2a = s0_lanes_f64[uint32(2)]
+                        v65_s_L_r4_2b = s0_lanes_f64[uint32(6)]
+                        s0_lanes_f64[uint32(2)] = (v64_s_L_r4_2a + v65_s_L_r4_2b)
+                        v66_s_L_r4_3a = s0_lanes_f64[uint32(3)]
+                        v67_s_L_r4_3b = s0_lanes_f64[uint32(7)]
+                        s0_lanes_f64[uint32(3)] = (v66_s_L_r4_3a + v67_s_L_r4_3b)
+                        v68_s_L_r2_0a = s0_lanes_f64[uint32(0)]
+                        v69_s_L_r2_0b = s0_lanes_f64[uint32(2)]
+                        s0_lanes_f64[uint32(0)] = (v68_s_L_r2_0a + v69_s_L_r2_0b)
+                        v70_s_L_r2_1a = s0_lanes_f64[uint32(1)]
+                        v71_s_L_r2_1b = s0_lanes_f64[uint32(3)]
+                        s0_lanes_f64[uint32(1)] = (v70_s_L_r2_1a + v71_s_L_r2_1b)
+                        v72_s_L_r1_0a = s0_lanes_f64[uint32(0)]
+                        v73_s_L_r1_0b = s0_lanes_f64[uint32(1)]
+                        s0_lanes_f64[uint32(0)] = (v72_s_L_r1_0a + v73_s_L_r1_0b)
+                        v74_s_L_tot = s0_lanes_f64[uint32(0)]
+                        v4_s_res = v74_s_L_tot
+                    else:
+                        v75_s_a0 = float64(0.0)
+                        v76_s_a1 = float64(0.0)
+                        v77_s_a2 = float64(0.0)
+                        v78_s_a3 = float64(0.0)
+                        v79_s_a4 = float64(0.0)
+                        v80_s_a5 = float64(0.0)
+                        v81_s_a6 = float64(0.0)
+                        v82_s_a7 = float64(0.0)
+                        for _it83 in range(int64(uint32(0)), int64(uint32(int64(v2_cols) >> _vy_k(int64(3))))):
+                            v84_s_j = uint32(_it83)
+                            v85_s_p = uint32(v84_s_j * uint32(8))
+                            if ((((((((uint32(v3_base + v85_s_p) < uint32(b0_x.shape[0])) and (uint32(v3_base + uint32(v85_s_p + uint32(1))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(2))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(3))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(4))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(5))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(6))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v85_s_p + uint32(7))) < uint32(b0_x.shape[0]))):
+                                v86_s_v0 = float64(b0_x[uint32(v3_base + v85_s_p)])
+                                v75_s_a0 = (v75_s_a0 + v86_s_v0)
+                                v87_s_v1 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(1)))])
+                                v76_s_a1 = (v76_s_a1 + v87_s_v1)
+                                v88_s_v2 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(2)))])
+                                v77_s_a2 = (v77_s_a2 + v88_s_v2)
+                                v89_s_v3 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(3)))])
+                                v78_s_a3 = (v78_s_a3 + v89_s_v3)
+                                v90_s_v4 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(4)))])
+                                v79_s_a4 = (v79_s_a4 + v90_s_v4)
+                                v91_s_v5 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(5)))])
+                                v80_s_a5 = (v80_s_a5 + v91_s_v5)
+                                v92_s_v6 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(6)))])
+                                v81_s_a6 = (v81_s_a6 + v92_s_v6)
+                                v93_s_v7 = float64(b0_x[uint32(v3_base + uint32(v85_s_p + uint32(7)))])
+                                v82_s_a7 = (v82_s_a7 + v93_s_v7)
+                        for _it94 in range(int64(uint32(uint32(int64(v2_cols) >> _vy_k(int64(3))) * uint32(8))), int64(v2_cols)):
+                            v95_s_q = uint32(_it94)
+                            if (uint32(v3_base + v95_s_q) < uint32(b0_x.shape[0])):
+                                v96_s_v0 = float64(b0_x[uint32(v3_base + v95_s_q)])
+                                v75_s_a0 = (v75_s_a0 + v96_s_v0)
+                        v97_s_m_l0_0 = (v75_s_a0 + v76_s_a1)
+                        v98_s_m_l0_1 = (v77_s_a2 + v78_s_a3)
+                        v99_s_m_l0_2 = (v79_s_a4 + v80_s_a5)
+                        v100_s_m_l0_3 = (v81_s_a6 + v82_s_a7)
+                        v101_s_m_l1_0 = (v97_s_m_l0_0 + v98_s_m_l0_1)
+                        v102_s_m_l1_1 = (v99_s_m_l0_2 + v100_s_m_l0_3)
+                        v103_s_m_l2_0 = (v101_s_m_l1_0 + v102_s_m_l1_1)
+                        v4_s_res = v103_s_m_l2_0
+                    b1_out[v1_r] = float32(v4_s_res)
+
+
+VYRE_FLAT = False
+VYRE_PARALLEL = True

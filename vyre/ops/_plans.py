@@ -1,0 +1,249 @@
+"""Replaying an op's CPU launches: the second call of an op with numpy arrays of the same dtypes
+and shapes skips every check and plan step.
+
+An op call on the CPU backend does the same things every time its arguments have the same dtypes,
+shapes and options: it checks the arrays, allocates the same buffers, runs the same passes over
+them and shapes the same results. The first such call runs the op as written (its checked path)
+while a :class:`Recorder` watches its :class:`~vyre.ops._runtime.Ctx`: which buffers it allocated,
+which program ran over which buffers with which grid, and which buffers became the results. If
+every pass went through a checked launch (vyre.ops._launch, so each has a direct call), the record
+becomes a :class:`Plan`; later calls with the same key run the plan: allocate, call the compiled
+entries, shape the results. About 1.5 us of Python besides the kernels, where the checked path
+costs 5-10 (a whole-array reduction of 2^12 elements takes about 1 us of work).
+
+Only numpy arrays that are C-contiguous and aligned reach a plan (what ``prepare`` passes through
+unchanged); anything else, every call on another backend and any call whose record is incomplete
+take the checked path. A call that raised records nothing, so a refused call stays refused.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, TypeVar
+
+import numpy as np
+
+from ..driver.backends import default_backend
+from ..ir import DataType, Program
+from ._launch import CpuCall, cpu_call
+
+__all__ = ["Plan", "Recorder", "planned", "recording"]
+
+T = TypeVar("T")
+
+#: how a plan's answer is built from a buffer: the buffer shaped (a result the caller keeps),
+#: its element 0 (a numpy scalar), or its element 0 as an int64 index
+RESULT, SCALAR, INDEX = "result", "scalar", "index"
+
+
+class Answer(NamedTuple):
+    how: str  # RESULT, SCALAR or INDEX
+    buffer: int
+    shape: tuple[int, ...]
+
+
+def _picker(picks: tuple[int, ...]) -> Callable[[list[np.ndarray]], tuple[np.ndarray, ...]]:
+    """The arguments of a call from the plan's buffers, as a tuple (C speed: itemgetter)."""
+    if len(picks) == 1:
+        (i,) = picks
+        return lambda bufs: (bufs[i],)
+    return operator.itemgetter(*picks)
+
+
+class Plan:
+    """An op's CPU launches for one key. Buffers: the inputs (flat views), the ``scratch``
+    allocations (partials, outputs the caller did not ask for), then the ``fresh`` ones (results
+    the caller keeps: new each call). Scratch buffers are reused: a call takes a set from
+    ``spare`` (list.pop and append are atomic, so two threads never share one; a thread that finds
+    none allocates its own) and gives it back once the answers are built (scalars are copies).
+    A plain class of slots, its steps plain tuples: :meth:`run` is the whole cost of a call."""
+
+    __slots__ = ("answers", "fresh", "scalar", "scratch", "single", "spare", "steps")
+
+    def __init__(self, steps: list[tuple[CpuCall, tuple[int, ...]]], scratch: tuple[tuple[int, np.dtype], ...],
+                 fresh: tuple[tuple[int, np.dtype], ...], answers: tuple[Answer, ...], single: bool) -> None:
+        #: per step: entry, parallel, grid, its arguments' picker, the CpuCall (the parallel path)
+        self.steps = tuple((c.fn, c.parallel, c.grid, _picker(picks), c) for c, picks in steps)
+        self.scratch = scratch
+        self.fresh = fresh
+        self.answers = answers
+        self.single = single
+        #: the buffer whose element 0 is the answer, where that is all the op returns
+        self.scalar = answers[0].buffer if single and answers[0].how == SCALAR else -1
+        self.spare: list[list[np.ndarray]] = []
+
+    def run(self, inputs: list[np.ndarray]) -> Any:
+        try:
+            scratch = self.spare.pop()
+        except IndexError:
+            scratch = [np.empty(n, dt) for n, dt in self.scratch]
+        bufs = inputs + scratch
+        if self.fresh:
+            bufs += [np.empty(n, dt) for n, dt in self.fresh]
+        for fn, parallel, grid, pick, call in self.steps:
+            if parallel:
+                call.call(*pick(bufs))
+            else:
+                fn(*pick(bufs), grid, 1, 1)
+        if self.scalar >= 0:
+            out = bufs[self.scalar][0]  # a numpy scalar: a copy
+        elif self.single:
+            out = _answer(bufs, self.answers[0])
+        else:
+            out = tuple([_answer(bufs, a) for a in self.answers])
+        self.spare.append(scratch)
+        return out
+
+
+def _answer(bufs: list[np.ndarray], a: Answer) -> Any:
+    if a.how == SCALAR:
+        return bufs[a.buffer][0]
+    if a.how == RESULT:
+        return bufs[a.buffer].reshape(a.shape)
+    return np.int64(bufs[a.buffer][0])
+
+
+class Recorder:
+    """What one checked op call did through its Ctx (vyre.ops._runtime calls these hooks)."""
+
+    def __init__(self, inputs: int) -> None:
+        self.inputs = inputs
+        self.where: dict[int, int] = {}  # id of a buffer the op holds -> its index
+        self.keep: list[Any] = []  # the recorded objects, alive until the record ends (ids stay theirs)
+        self.allocs: list[tuple[int, np.dtype]] = []
+        self.runs: list[tuple[Program, int, tuple[int, ...], dict[str, int]]] = []
+        self.answers: dict[int, Answer] = {}  # id of a returned object -> how it was built
+        self.complete = True
+
+    def _index(self, arr: Any) -> int | None:
+        return self.where.get(id(arr))
+
+    def input(self, position: int, data: Any) -> None:
+        self.where[id(data)] = position
+        self.keep.append(data)
+
+    def empty(self, arr: Any, n: int, dtype: DataType) -> None:
+        self.where[id(arr)] = self.inputs + len(self.allocs)
+        self.keep.append(arr)
+        self.allocs.append((n, dtype.np_dtype))
+
+    def run(self, program: Program, arrays: Mapping[str, Any], grid: int) -> None:
+        indices = []
+        for a in arrays.values():
+            i = self._index(a)
+            if i is None:
+                self.complete = False  # a buffer the record does not know (a view, a copy)
+                return
+            indices.append(i)
+        self.runs.append((program, grid, tuple(indices), {name: int(a.size) for name, a in arrays.items()}))
+
+    def answer(self, obj: Any, arr: Any, how: str, shape: tuple[int, ...] = ()) -> None:
+        i = self._index(arr)
+        if i is None or i < self.inputs:
+            self.complete = False  # an answer that is (a view of) an input: not replayed
+            return
+        self.keep.append(obj)
+        self.answers[id(obj)] = Answer(how, i, shape)
+
+    def plan(self, out: Any) -> Plan | None:
+        """The plan of this record for the op's return value ``out``, or None where the record
+        cannot be replayed exactly."""
+        if not self.complete:
+            return None
+        single = not isinstance(out, tuple)
+        answers = [self.answers.get(id(o)) for o in ((out,) if single else out)]
+        if any(a is None for a in answers):
+            return None
+        # buffers renumbered: inputs, then scratch, then fresh (results the caller keeps)
+        fresh = {a.buffer for a in answers if a is not None and a.how == RESULT}
+        allocated = range(self.inputs, self.inputs + len(self.allocs))
+        order = [*range(self.inputs), *(i for i in allocated if i not in fresh), *(i for i in allocated if i in fresh)]
+        renumber = {old: new for new, old in enumerate(order)}
+        steps = []
+        for program, grid, indices, sizes in self.runs:
+            call = cpu_call(program, sizes, grid)
+            if call is None:
+                return None
+            by_name = dict(zip(sizes, indices, strict=True))
+            steps.append((call, tuple(renumber[by_name[name]] for name in call.order)))
+        scratch = tuple(self.allocs[i - self.inputs] for i in allocated if i not in fresh)
+        fresh_allocs = tuple(self.allocs[i - self.inputs] for i in allocated if i in fresh)
+        kept = tuple(Answer(a.how, renumber[a.buffer], a.shape) for a in answers if a is not None)
+        return Plan(steps, scratch, fresh_allocs, kept, single)
+
+
+_recording: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("vyre_ops_recording", default=None)
+
+
+def recording() -> Recorder | None:
+    """The recorder of the op call running in this context, if it is being recorded."""
+    return _recording.get()
+
+
+#: (op and options, backend argument, per input: dtype, shape) -> plan
+_plans: dict[tuple[Any, ...], Plan] = {}
+
+
+def plan_key(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None
+             ) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
+    """The plan key of this call and its inputs as a plan takes them (flat views), or None where
+    the call must take the checked path: not the CPU backend, or an array prepare would copy or
+    refuse (not numpy, not C-contiguous, unaligned)."""
+    if backend != "cpu" and (backend is not None or default_backend() != "cpu"):
+        return None
+    if len(named) == 1:  # the common case without the loop (this runs on every call)
+        (x,) = named.values()
+        if type(x) is not np.ndarray:
+            return None
+        flags = x.flags
+        if not (flags.c_contiguous and flags.aligned):
+            return None
+        return (op, backend, x.dtype, x.shape), [x if x.ndim == 1 else x.reshape(-1)]
+    key: list[Any] = [op, backend]
+    flat = []
+    for x in named.values():
+        if type(x) is not np.ndarray:
+            return None
+        flags = x.flags
+        if not (flags.c_contiguous and flags.aligned):
+            return None
+        flat.append(x if x.ndim == 1 else x.reshape(-1))
+        key += [x.dtype, x.shape]
+    return tuple(key), flat
+
+
+def planned(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None,
+            checked: Callable[..., T], *args: Any) -> T:
+    """``checked(*args)`` (the op as written, over the arrays ``named``), or its plan where one
+    exists for this key; the first call of a key is recorded into one. ``op``: the op's name and
+    every option that changes what it runs or returns."""
+    hit = plan_key(op, named, backend)
+    if hit is None:
+        return checked(*args)
+    key, flat = hit
+    plan = _plans.get(key)
+    if plan is not None:
+        return plan.run(flat)  # type: ignore[no-any-return]
+    outer = _recording.get()
+    if outer is not None:
+        outer.complete = False  # an op inside another op's record: the outer record would miss its passes
+        return checked(*args)
+    rec = Recorder(len(flat))
+    token = _recording.set(rec)
+    try:
+        out = checked(*args)
+    finally:
+        _recording.reset(token)
+    made = rec.plan(out)
+    if made is not None:
+        if len(_plans) > 1024:
+            _plans.clear()
+        _plans[key] = made
+    return out
+
+
+def forget() -> None:
+    """Drop every plan (tests)."""
+    _plans.clear()
