@@ -5,7 +5,8 @@ machine:
     python bench/ops_bench.py [--quick]
 
 Every op of issue 15 at several sizes: the whole-array reductions at 2^12, 2^16, 2^20 and 2^24
-elements (f32 and f64; ``--quick``: 2^16 and 2^20), the row-wise ops on three shapes, matvec on two.
+elements (f32 and f64; ``--quick``: 2^16 and 2^20), the row-wise ops on five shapes (two small:
+a call's fixed cost), matvec on three.
 Timings are the best of several back-to-back calls (warm kernels: compile time is excluded, and
 the thread pool is awake, as in a loop of calls), after two calls that compile and plan; vyre and
 numpy are measured in alternating rounds (a shared machine's load hits both), except against BLAS
@@ -96,7 +97,8 @@ ROWS: dict[str, tuple[Callable[[np.ndarray], Any], Callable[[np.ndarray], Any], 
 
 
 def row_ops(rng: np.random.Generator, quick: bool, row: Callable[[str, tuple[float, float], str], None]) -> None:
-    shapes = ((1024, 1024), (64, 64)) if quick else ((2048, 2048), (256, 4096), (65536, 16))
+    # small shapes too: a call's fixed cost (Python, the plan, the launch) against numpy's
+    shapes = ((1024, 1024), (64, 64)) if quick else ((2048, 2048), (256, 4096), (65536, 16), (64, 64), (16, 1024))
     for r, c in shapes:
         a = rng.standard_normal((r, c)).astype(np.float32)
         for name, (fr, fnr, ref) in ROWS.items():
@@ -137,7 +139,7 @@ def main() -> None:
                             pair(partial(fv, x, y), partial(fn, x, y), alternate=not blas), ref)
         if not blas:
             row_ops(rng, quick, row)
-    for r, c in (((1024, 1024),) if quick else ((2048, 2048), (4096, 4096))):
+    for r, c in (((1024, 1024),) if quick else ((2048, 2048), (4096, 4096), (256, 256))):
         m = rng.standard_normal((r, c)).astype(np.float32)
         v = rng.standard_normal(c).astype(np.float32)
         row(f"matvec {r}x{c} f32", pair(partial(vo.matvec, m, v, backend="cpu"), partial(np.matmul, m, v),
