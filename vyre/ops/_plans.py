@@ -25,9 +25,9 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from ..driver.backends import default_backend
+from ..driver.backends import default_backend, simulator_enabled
 from ..ir import DataType, Program
-from ._launch import CpuCall, cpu_call
+from ._launch import CpuCall, cpu_call, launch
 
 __all__ = ["Plan", "Recorder", "planned", "recording"]
 
@@ -105,14 +105,48 @@ def _answer(bufs: list[np.ndarray], a: Answer) -> Any:
     return np.int64(bufs[a.buffer][0])
 
 
+class DevicePlan:
+    """An op's CUDA launches for one key (device arrays of one library on one GPU): a call makes
+    the op's Ctx without checking the arrays again, allocates what the op allocated (new arrays
+    every call: the GPU may still be reading the last call's), launches each pass directly
+    (vyre.ops._launch, on the stream a checked launch would use) and builds the answers the op's
+    way. What it skips is the op's Python: checking and classifying every array, planning passes
+    and workgroups (about a third of a call's host time; the launches and allocations stay)."""
+
+    __slots__ = ("allocs", "answers", "backend", "ctx", "kind", "runs", "single")
+
+    def __init__(self, backend: str, like: Any, runs: tuple[tuple[Program, int, tuple[str, ...], tuple[int, ...]], ...],
+                 allocs: tuple[tuple[int, DataType], ...], answers: tuple[Answer, ...], single: bool) -> None:
+        from ._runtime import Ctx, _kind  # (imports this module)
+
+        self.ctx = Ctx
+        self.backend = backend
+        self.kind = _kind(like)
+        self.runs = runs
+        self.allocs = allocs
+        self.answers = answers
+        self.single = single
+
+    def run(self, inputs: list[Any]) -> Any:
+        ctx = self.ctx(self.backend, self.kind, inputs[0])
+        bufs = inputs + [ctx.empty(n, t) for n, t in self.allocs]
+        for program, grid, names, picks in self.runs:
+            launch(program, {name: bufs[i] for name, i in zip(names, picks, strict=True)}, grid, self.backend)
+        out = [ctx.result(bufs[a.buffer], a.shape) if a.how == RESULT
+               else ctx.scalar(bufs[a.buffer]) if a.how == SCALAR else ctx.index(bufs[a.buffer])
+               for a in self.answers]
+        return out[0] if self.single else tuple(out)
+
+
 class Recorder:
     """What one checked op call did through its Ctx (vyre.ops._runtime calls these hooks)."""
 
-    def __init__(self, inputs: int) -> None:
+    def __init__(self, inputs: int, backend: str) -> None:
         self.inputs = inputs
+        self.backend = backend  # the backend whose Ctx this record watches ("cpu" or "cuda")
         self.where: dict[int, int] = {}  # id of a buffer the op holds -> its index
         self.keep: list[Any] = []  # the recorded objects, alive until the record ends (ids stay theirs)
-        self.allocs: list[tuple[int, np.dtype]] = []
+        self.allocs: list[tuple[int, DataType]] = []
         self.runs: list[tuple[Program, int, tuple[int, ...], dict[str, int]]] = []
         self.answers: dict[int, Answer] = {}  # id of a returned object -> how it was built
         self.complete = True
@@ -127,7 +161,7 @@ class Recorder:
     def empty(self, arr: Any, n: int, dtype: DataType) -> None:
         self.where[id(arr)] = self.inputs + len(self.allocs)
         self.keep.append(arr)
-        self.allocs.append((n, dtype.np_dtype))
+        self.allocs.append((n, dtype))
 
     def run(self, program: Program, arrays: Mapping[str, Any], grid: int) -> None:
         indices = []
@@ -137,7 +171,7 @@ class Recorder:
                 self.complete = False  # a buffer the record does not know (a view, a copy)
                 return
             indices.append(i)
-        self.runs.append((program, grid, tuple(indices), {name: int(a.size) for name, a in arrays.items()}))
+        self.runs.append((program, grid, tuple(indices), {name: int(a.shape[0]) for name, a in arrays.items()}))
 
     def answer(self, obj: Any, arr: Any, how: str, shape: tuple[int, ...] = ()) -> None:
         i = self._index(arr)
@@ -147,15 +181,20 @@ class Recorder:
         self.keep.append(obj)
         self.answers[id(obj)] = Answer(how, i, shape)
 
-    def plan(self, out: Any) -> Plan | None:
+    def plan(self, out: Any, like: Any) -> Plan | DevicePlan | None:
         """The plan of this record for the op's return value ``out``, or None where the record
-        cannot be replayed exactly."""
+        cannot be replayed exactly. ``like``: the call's first input (a device plan allocates on
+        its device, in its library)."""
         if not self.complete:
             return None
         single = not isinstance(out, tuple)
         answers = [self.answers.get(id(o)) for o in ((out,) if single else out)]
         if any(a is None for a in answers):
             return None
+        if self.backend != "cpu":
+            runs = tuple((program, grid, tuple(sizes), indices) for program, grid, indices, sizes in self.runs)
+            return DevicePlan(self.backend, like, runs, tuple(self.allocs),
+                              tuple(a for a in answers if a is not None), single)
         # buffers renumbered: inputs, then scratch, then fresh (results the caller keeps)
         fresh = {a.buffer for a in answers if a is not None and a.how == RESULT}
         allocated = range(self.inputs, self.inputs + len(self.allocs))
@@ -168,8 +207,9 @@ class Recorder:
                 return None
             by_name = dict(zip(sizes, indices, strict=True))
             steps.append((call, tuple(renumber[by_name[name]] for name in call.order)))
-        scratch = tuple(self.allocs[i - self.inputs] for i in allocated if i not in fresh)
-        fresh_allocs = tuple(self.allocs[i - self.inputs] for i in allocated if i in fresh)
+        sized = [(n, t.np_dtype) for n, t in self.allocs]
+        scratch = tuple(sized[i - self.inputs] for i in allocated if i not in fresh)
+        fresh_allocs = tuple(sized[i - self.inputs] for i in allocated if i in fresh)
         kept = tuple(Answer(a.how, renumber[a.buffer], a.shape) for a in answers if a is not None)
         return Plan(steps, scratch, fresh_allocs, kept, single)
 
@@ -183,20 +223,20 @@ def recording() -> Recorder | None:
 
 
 #: (op and options, backend argument, per input: dtype, shape) -> plan
-_plans: dict[tuple[Any, ...], Plan] = {}
+_plans: dict[tuple[Any, ...], Plan | DevicePlan] = {}
 
 
 def plan_key(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None
-             ) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
+             ) -> tuple[tuple[Any, ...], list[Any]] | None:
     """The plan key of this call and its inputs as a plan takes them (flat views), or None where
-    the call must take the checked path: not the CPU backend, or an array prepare would copy or
-    refuse (not numpy, not C-contiguous, unaligned)."""
+    the call must take the checked path: numpy arrays off the CPU backend, device arrays off CUDA,
+    or an array prepare would copy or refuse (not C-contiguous, unaligned, of another library)."""
+    if type(next(iter(named.values()), None)) is not np.ndarray:
+        return _device_key(op, named, backend)
     if backend != "cpu" and (backend is not None or default_backend() != "cpu"):
         return None
     if len(named) == 1:  # the common case without the loop (this runs on every call)
         (x,) = named.values()
-        if type(x) is not np.ndarray:
-            return None
         flags = x.flags
         if not (flags.c_contiguous and flags.aligned):
             return None
@@ -211,6 +251,32 @@ def plan_key(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None
             return None
         flat.append(x if x.ndim == 1 else x.reshape(-1))
         key += [x.dtype, x.shape]
+    return tuple(key), flat
+
+
+def _device_key(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None
+                ) -> tuple[tuple[Any, ...], list[Any]] | None:
+    """:func:`plan_key` for CuPy arrays and CUDA tensors on the real GPU (the library, device,
+    dtype and shape of each array are the key; all of one library, C-contiguous)."""
+    if backend not in (None, "cuda") or simulator_enabled():
+        return None
+    key: list[Any] = [op, backend]
+    flat = []
+    for x in named.values():
+        mod = type(x).__module__
+        if mod.startswith("cupy") and hasattr(x, "device"):
+            if not x.flags.c_contiguous:
+                return None
+            key += ["cupy", x.device.id, x.dtype, x.shape]
+        elif mod.startswith("torch") and getattr(x, "is_cuda", False):
+            if not x.is_contiguous():
+                return None
+            key += ["torch", x.device.index, x.dtype, tuple(x.shape)]
+        else:
+            return None
+        flat.append(x if x.ndim == 1 else x.reshape(-1))
+    if len(set(key[2::4])) != 1:
+        return None  # arrays of two libraries: the checked path says why that is refused
     return tuple(key), flat
 
 
@@ -230,13 +296,13 @@ def planned(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None,
     if outer is not None:
         outer.complete = False  # an op inside another op's record: the outer record would miss its passes
         return checked(*args)
-    rec = Recorder(len(flat))
+    rec = Recorder(len(flat), "cpu" if type(flat[0]) is np.ndarray else "cuda")
     token = _recording.set(rec)
     try:
         out = checked(*args)
     finally:
         _recording.reset(token)
-    made = rec.plan(out)
+    made = rec.plan(out, flat[0])
     if made is not None:
         if len(_plans) > 1024:
             _plans.clear()

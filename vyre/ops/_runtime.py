@@ -132,12 +132,15 @@ class Ctx:
     def empty(self, n: int, dtype: DataType) -> Any:
         """An uninitialised flat array of ``n`` elements where the passes run (device for GPU
         backends, in the caller's library when the caller passed device arrays)."""
+        arr = self._allocate(n, dtype)
+        if self.recorder is not None:
+            self.recorder.empty(arr, n, dtype)
+        return arr
+
+    def _allocate(self, n: int, dtype: DataType) -> Any:
         npd = dtype.np_dtype
         if not self.gpu:
-            arr = np.empty(n, npd)
-            if self.recorder is not None:
-                self.recorder.empty(arr, n, dtype)
-            return arr
+            return np.empty(n, npd)
         if self.kind is Kind.CUPY:  # on the caller's GPU, wherever the current device is
             import cupy
 
@@ -169,25 +172,22 @@ class Ctx:
 
     def result(self, arr: Any, shape: tuple[int, ...]) -> Any:
         """``arr`` (flat, where the passes ran) as the caller's kind, shaped ``shape``."""
-        if not self.gpu:
-            out = arr.reshape(shape)
-            if self.recorder is not None:
-                self.recorder.answer(out, arr, RESULT, shape)
-            return out
-        if self.kind is Kind.NUMPY:
-            return _to_host(arr).reshape(shape)
-        return arr.reshape(shape)
+        out = _to_host(arr).reshape(shape) if self.gpu and self.kind is Kind.NUMPY else arr.reshape(shape)
+        if self.recorder is not None:
+            self.recorder.answer(out, arr, RESULT, shape)
+        return out
 
     def scalar(self, arr: Any) -> Any:
         """Element 0 of ``arr``: a numpy scalar for host callers, a 0-d device array otherwise."""
         if not self.gpu:
             value = arr[0]
-            if self.recorder is not None:
-                self.recorder.answer(value, arr, SCALAR)
-            return value
-        if self.kind is Kind.NUMPY:
-            return _to_host(arr)[0]
-        return arr[0:1].reshape(())  # a 0-d view on the device (CuPy, PyTorch, numba)
+        elif self.kind is Kind.NUMPY:
+            value = _to_host(arr)[0]
+        else:
+            value = arr[0:1].reshape(())  # a 0-d view on the device (CuPy, PyTorch, numba)
+        if self.recorder is not None:
+            self.recorder.answer(value, arr, SCALAR)
+        return value
 
     def index(self, arr: Any) -> Any:
         """Element 0 of ``arr`` (u32) as an index: an int64 numpy scalar for host callers, a 0-d
@@ -216,7 +216,7 @@ def prepare(named: Mapping[str, Any], backend: str | None, *, ndim: int | None =
     recorded (vyre.ops._plans) gets its recorder, which learns the inputs' flat arrays."""
     ctx, out = _prepare(named, backend, ndim, same_dtype)
     rec = recording()
-    if rec is not None and not ctx.gpu:
+    if rec is not None and ctx.backend == rec.backend:
         ctx.recorder = rec
         for position, arr in enumerate(out.values()):
             rec.input(position, arr.data)
