@@ -475,6 +475,18 @@ def ops():
     def copy(a):
         return tuple(map(copy, a)) if isinstance(a, tuple) else a.clone() if hasattr(a, "clone") else a.copy()
 
+    def replay_cases(x, y, m, m2, v, gr):
+        lse = vo.logsumexp(m)
+        _, mu, rs = vo.layer_norm(m, return_stats=True)
+        return {"sum": lambda: vo.sum(x), "mean": lambda: vo.mean(x), "max": lambda: vo.max(x),
+                "argmax": lambda: vo.argmax(x), "dot": lambda: vo.dot(x, y), "norm": lambda: vo.norm(x),
+                "row_sum": lambda: vo.row_sum(m), "softmax+lse": lambda: vo.softmax(m, return_lse=True),
+                "layer_norm+stats": lambda: vo.layer_norm(m, return_stats=True),
+                "softmax_grad": lambda: vo.softmax_grad(m, m2),
+                "logsumexp_grad": lambda: vo.logsumexp_grad(m, lse, gr),
+                "layer_norm_grad": lambda: vo.layer_norm_grad(m, m2, mu, rs),
+                "matvec": lambda: vo.matvec(m, v), "matvec_grad": lambda: vo.matvec_grad(m, v, gr)}
+
     _plans.forget()
     replay_bad, replayed = [], 0
     for lib in ("cupy", "torch"):
@@ -482,16 +494,7 @@ def ops():
             g = np.random.default_rng(5)
             host = [g.standard_normal(s_).astype(dt) for s_ in ((4099,), (4099,), (37, 300), (37, 300), (300,), (37,))]
             x, y, m, m2, v, gr = (cp.asarray(h) if lib == "cupy" else torch.from_numpy(h).cuda() for h in host)
-            lse = vo.logsumexp(m)
-            _, mu, rs = vo.layer_norm(m, return_stats=True)
-            cases = {"sum": lambda: vo.sum(x), "mean": lambda: vo.mean(x), "max": lambda: vo.max(x),
-                     "argmax": lambda: vo.argmax(x), "dot": lambda: vo.dot(x, y), "norm": lambda: vo.norm(x),
-                     "row_sum": lambda: vo.row_sum(m), "softmax+lse": lambda: vo.softmax(m, return_lse=True),
-                     "layer_norm+stats": lambda: vo.layer_norm(m, return_stats=True),
-                     "softmax_grad": lambda: vo.softmax_grad(m, m2), "logsumexp_grad": lambda: vo.logsumexp_grad(m, lse, gr),
-                     "layer_norm_grad": lambda: vo.layer_norm_grad(m, m2, mu, rs),
-                     "matvec": lambda: vo.matvec(m, v), "matvec_grad": lambda: vo.matvec_grad(m, v, gr)}
-            for name, f in cases.items():
+            for name, f in replay_cases(x, y, m, m2, v, gr).items():
                 first = f()
                 kept = copy(first)
                 second, third = f(), f()

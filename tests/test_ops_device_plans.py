@@ -1,0 +1,159 @@
+"""Replayed op calls on device arrays (``vyre.ops._plans.DevicePlan``) without a GPU.
+
+A stand-in "CuPy array" (its type's module is ``cupy.fake``; it wraps a numpy array) goes through
+the ops' CUDA path, whose launches run the programs on the interpreter instead (the GPU form, as
+on a card). The first call of a key runs the op as written and is recorded; later calls replay
+it: they must give the first call's bits, in new arrays of the caller's kind every call (the
+GPU may still be reading the last call's), and never change an earlier call's answers. The GPU
+bench checks the same on a card with real CuPy arrays and CUDA tensors."""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+import vyre
+import vyre.ops as vo
+from vyre.ir import Program
+from vyre.ops import _launch as LA
+from vyre.ops import _plans as P
+from vyre.ops import _runtime as RT
+
+
+class _Device:
+    id = 0
+
+
+class _Flags:
+    def __init__(self, a: np.ndarray) -> None:
+        self.c_contiguous = a.flags.c_contiguous
+
+
+class FakeCupyArray:
+    """The CuPy surface the ops touch: shape, dtype, size, flags, reshape, slices, device."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+        self.data = a.ctypes.data
+        self.device = _Device()
+
+    shape = property(lambda self: self.a.shape)
+    dtype = property(lambda self: self.a.dtype)
+    ndim = property(lambda self: self.a.ndim)
+    size = property(lambda self: self.a.size)
+    flags = property(lambda self: _Flags(self.a))
+
+    def reshape(self, *shape: Any) -> FakeCupyArray:
+        return FakeCupyArray(self.a.reshape(*shape))
+
+    def __getitem__(self, key: Any) -> FakeCupyArray:
+        return FakeCupyArray(self.a[key])
+
+
+FakeCupyArray.__module__ = "cupy.fake"
+_ARRAY_OF: dict[int, np.ndarray] = {}
+
+
+def _host(x: Any) -> np.ndarray:
+    return x.a if isinstance(x, FakeCupyArray) else np.asarray(x)
+
+
+def _fake_launch(program: Program, arrays: Mapping[str, Any], grid: int, backend: str) -> None:
+    """The CUDA launch, on the interpreter: the program's outputs written back into the arrays."""
+    assert backend == "cuda"
+    host = {name: _host(a) for name, a in arrays.items()}
+    out = vyre.dispatch(program, host, backend="interp", grid=grid)
+    for name, value in out.items():
+        if name in host:
+            host[name][...] = value
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    cupy = types.ModuleType("cupy")
+    # uninitialised memory as garbage (NaN, or 7 for the integers), so an unwritten output shows
+    cupy.empty = lambda n, dtype: FakeCupyArray(  # type: ignore[attr-defined]
+        np.full(n, np.nan if np.dtype(dtype).kind == "f" else 7, dtype))
+    cupy.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        runtime=types.SimpleNamespace(getDevice=lambda: 0), Device=lambda d: None)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(RT, "launch", _fake_launch)
+    monkeypatch.setattr(P, "launch", _fake_launch)
+    monkeypatch.setattr(LA, "resident_workgroups", lambda program: 4)
+    monkeypatch.setattr(P, "simulator_enabled", lambda: False)
+    monkeypatch.setattr(RT, "simulator_enabled", lambda: False)
+    P.forget()
+    yield
+    P.forget()
+
+
+def _answers(a: Any) -> Any:
+    return tuple(_answers(p) for p in a) if isinstance(a, tuple) else np.array(_host(a), copy=True)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(map(_same, a, b))
+    return bool(np.array_equal(a, b, equal_nan=True)) and a.dtype == b.dtype and a.shape == b.shape
+
+
+def _cases(x: Any, y: Any, m: Any, m2: Any, v: Any, g: Any) -> dict[str, Callable[[], Any]]:
+    return {
+        "sum": lambda: vo.sum(x), "max": lambda: vo.max(x), "argmax": lambda: vo.argmax(x),
+        "dot": lambda: vo.dot(x, y), "norm": lambda: vo.norm(x),
+        "row_sum": lambda: vo.row_sum(m), "softmax+lse": lambda: vo.softmax(m, return_lse=True),
+        "layer_norm": lambda: vo.layer_norm(m, 0.25), "softmax_grad": lambda: vo.softmax_grad(m, m2),
+        "matvec": lambda: vo.matvec(m, v), "matvec_grad": lambda: vo.matvec_grad(m, v, g),
+    }
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_device_calls_replay_the_first_calls_bits_into_new_arrays(fake_gpu: None, dt: type) -> None:
+    rng = np.random.default_rng(3)
+    x, y = (FakeCupyArray(rng.standard_normal(300).astype(dt)) for _ in range(2))
+    m, m2 = (FakeCupyArray(rng.standard_normal((3, 40)).astype(dt)) for _ in range(2))
+    v, g = FakeCupyArray(rng.standard_normal(40).astype(dt)), FakeCupyArray(rng.standard_normal(3).astype(dt))
+    for name, op in _cases(x, y, m, m2, v, g).items():
+        first = op()  # checked and recorded
+        kept = _answers(first)
+        later = [op() for _ in range(2)]  # replayed
+        assert all(_same(_answers(r), kept) for r in later), name
+        assert _same(_answers(first), kept), f"{name}: a replay wrote into an earlier call's answer"
+        for r in (first, *later):
+            for part in (r if isinstance(r, tuple) else (r,)):
+                assert isinstance(part, FakeCupyArray), (name, type(part))  # the caller's kind, 0-d for scalars
+        ids = [id(_host(p).base if _host(p).base is not None else _host(p))
+               for r in later for p in (r if isinstance(r, tuple) else (r,))]
+        assert len(set(ids)) == len(ids), f"{name}: two calls returned the same buffer"
+    kinds = {type(p) for p in P._plans.values()}
+    assert kinds == {P.DevicePlan} and len(P._plans) == len(_cases(x, y, m, m2, v, g))
+
+
+def test_a_replay_runs_no_check_and_no_op_code(fake_gpu: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    x = FakeCupyArray(np.linspace(-1, 2, 301, dtype=np.float32))
+    want = _answers(vo.sum(x))
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a replayed call prepared its arrays again")
+
+    monkeypatch.setattr(RT, "_prepare", refuse)
+    assert _same(_answers(vo.sum(x)), want)
+
+
+def test_device_plan_keys_keep_every_distinction(fake_gpu: None) -> None:
+    """Another shape, dtype or option is another key; an array that is not C-contiguous, or one
+    of another library beside it, never reaches a plan."""
+    a = FakeCupyArray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    b = FakeCupyArray(np.arange(12, dtype=np.float64).reshape(3, 4))
+    keys = {P.plan_key(("softmax", False), {"x": x}, None)[0] for x in (a, b, a.reshape(4, 3))}  # type: ignore[index]
+    assert len(keys) == 3
+    assert P.plan_key(("softmax", True), {"x": a}, None) != P.plan_key(("softmax", False), {"x": a}, None)
+    assert P.plan_key(("softmax", False), {"x": a[:, ::2]}, None) is None
+    assert P.plan_key(("matvec",), {"m": a, "v": np.ones(4, np.float32)}, None) is None
+    assert P.plan_key(("softmax", False), {"x": a}, "cpu") is None
+    assert vo.softmax(a).a.shape == (3, 4)  # the checked path still runs where no plan may
