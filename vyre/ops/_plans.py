@@ -1,19 +1,24 @@
-"""Replaying an op's CPU launches: the second call of an op with numpy arrays of the same dtypes
-and shapes skips every check and plan step.
+"""Replaying an op's launches: the second call of an op with arrays of the same kind, dtypes and
+shapes skips every check and plan step.
 
-An op call on the CPU backend does the same things every time its arguments have the same dtypes,
-shapes and options: it checks the arrays, allocates the same buffers, runs the same passes over
-them and shapes the same results. The first such call runs the op as written (its checked path)
-while a :class:`Recorder` watches its :class:`~vyre.ops._runtime.Ctx`: which buffers it allocated,
-which program ran over which buffers with which grid, and which buffers became the results. If
-every pass went through a checked launch (vyre.ops._launch, so each has a direct call), the record
-becomes a :class:`Plan`; later calls with the same key run the plan: allocate, call the compiled
-entries, shape the results. About 1.5 us of Python besides the kernels, where the checked path
-costs 5-10 (a whole-array reduction of 2^12 elements takes about 1 us of work).
+An op call does the same things every time its arguments have the same dtypes, shapes and
+options: it checks the arrays, allocates the same buffers, runs the same passes over them and
+shapes the same results. The first such call runs the op as written (its checked path) while a
+:class:`Recorder` watches its :class:`~vyre.ops._runtime.Ctx`: which buffers it allocated, which
+program ran over which buffers with which grid, and which buffers became the answers. The record
+becomes a plan; later calls with the same key (:func:`plan_key`) run the plan.
 
-Only numpy arrays that are C-contiguous and aligned reach a plan (what ``prepare`` passes through
-unchanged); anything else, every call on another backend and any call whose record is incomplete
-take the checked path. A call that raised records nothing, so a refused call stays refused.
+* :class:`Plan` (numpy arrays, CPU backend): each pass a direct call of the compiled entry its
+  checked dispatch chose (vyre.ops._launch.cpu_call; a pass without one leaves the call
+  unplanned), partials reused: about 1.5 us of Python besides the kernels, where the checked path
+  costs 5-10 (a whole-array reduction of 2^12 elements takes about 1 us of work).
+* :class:`DevicePlan` (CuPy arrays or CUDA tensors, CUDA backend): each pass a direct driver
+  launch, every array new: a third less host time per call.
+
+Only arrays ``prepare`` would pass through unchanged reach a plan (C-contiguous; numpy ones
+aligned); anything else, the interpreter and the simulator, and any call whose record is
+incomplete take the checked path. A call that raised records nothing, so a refused call stays
+refused; an op called inside another op's record leaves the outer call unplanned.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from ..driver.backends import default_backend, simulator_enabled
 from ..ir import DataType, Program
 from ._launch import CpuCall, cpu_call, launch
 
-__all__ = ["Plan", "Recorder", "planned", "recording"]
+__all__ = ["DevicePlan", "Plan", "Recorder", "forget", "plan_key", "planned", "recording"]
 
 T = TypeVar("T")
 
