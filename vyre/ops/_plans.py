@@ -236,16 +236,20 @@ def plan_key(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None
     """The plan key of this call and its inputs as a plan takes them (flat views), or None where
     the call must take the checked path: numpy arrays off the CPU backend, device arrays off CUDA,
     or an array prepare would copy or refuse (not C-contiguous, unaligned, of another library)."""
-    if type(next(iter(named.values()), None)) is not np.ndarray:
-        return _device_key(op, named, backend)
-    if backend != "cpu" and (backend is not None or default_backend() != "cpu"):
-        return None
-    if len(named) == 1:  # the common case without the loop (this runs on every call)
+    if len(named) == 1:  # the common case first, without a loop (this runs on every call)
         (x,) = named.values()
+        if type(x) is not np.ndarray:
+            return _device_key(op, named, backend)
+        if backend != "cpu" and (backend is not None or default_backend() != "cpu"):
+            return None
         flags = x.flags
         if not (flags.c_contiguous and flags.aligned):
             return None
         return (op, backend, x.dtype, x.shape), [x if x.ndim == 1 else x.reshape(-1)]
+    if type(next(iter(named.values()), None)) is not np.ndarray:
+        return _device_key(op, named, backend)
+    if backend != "cpu" and (backend is not None or default_backend() != "cpu"):
+        return None
     key: list[Any] = [op, backend]
     flat = []
     for x in named.values():
