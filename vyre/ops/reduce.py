@@ -30,7 +30,6 @@ import functools
 import math
 from typing import Any
 
-
 from ..ir import (
     F64, U32, BinOpKind, BufferDecl, DataType, Expr, Node, Program, UnOpKind, assign, barrier, buflen, cast, fma, gid,
     if_, lane, let, lid, load, loop, minimum, output, read, select, store, subgroup_reduce, u32,
