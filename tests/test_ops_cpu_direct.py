@@ -110,12 +110,11 @@ def test_refused_calls_stay_refused() -> None:
     assert vo.dot(a, a, backend="cpu") == 5.0
 
 
-def test_threads_sharing_a_plan_each_get_their_own_answer() -> None:
+@pytest.mark.parametrize("n", [3000, 20000])  # one block (the one-call fast path); three blocks, two passes
+def test_threads_sharing_a_plan_each_get_their_own_answer(n: int) -> None:
     """A plan reuses its partials' buffers between calls: threads running one plan at once (same
     dtype and length, different arrays) must never see each other's partials."""
     import threading
-
-    n = 20000  # three blocks: two passes, so partials outlive the first kernel call
     arrays = [np.random.default_rng(i).standard_normal(n).astype(np.float32) for i in range(6)]
     want = [(vo.sum(a, backend="cpu"), vo.max(a, backend="cpu"), vo.argmax(a, backend="cpu")) for a in arrays]
     wrong: list[tuple[int, Any, Any]] = []
@@ -143,7 +142,8 @@ def test_threads_sharing_a_plan_each_get_their_own_answer() -> None:
     hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False), {"x": arrays[0]}, "cpu")
     assert hit is not None
     plan = P._plans[hit[0]]
-    assert len(plan.steps) == 2 and 1 <= len(plan.spare) <= len(arrays)
+    assert len(plan.steps) == (1 if n <= R.CPU_BLOCK else 2) and 1 <= len(plan.spare) <= len(arrays)
+    assert (plan.one is not None) == (n <= R.CPU_BLOCK)
 
 
 def test_a_pass_runs_the_entry_its_checked_dispatch_chose() -> None:

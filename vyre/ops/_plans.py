@@ -65,7 +65,7 @@ class Plan:
     none allocates its own) and gives it back once the answers are built (scalars are copies).
     A plain class of slots, its steps plain tuples: :meth:`run` is the whole cost of a call."""
 
-    __slots__ = ("answers", "fresh", "scalar", "scratch", "single", "spare", "steps")
+    __slots__ = ("answers", "fresh", "one", "scalar", "scratch", "single", "spare", "steps")
 
     def __init__(self, steps: list[tuple[CpuCall, tuple[int, ...]]], scratch: tuple[tuple[int, np.dtype], ...],
                  fresh: tuple[tuple[int, np.dtype], ...], answers: tuple[Answer, ...], single: bool) -> None:
@@ -78,8 +78,25 @@ class Plan:
         #: the buffer whose element 0 is the answer, where that is all the op returns
         self.scalar = answers[0].buffer if single and answers[0].how == SCALAR else -1
         self.spare: list[list[np.ndarray]] = []
+        #: (entry, grid) where the plan is one serial call ``entry(*inputs, partial, grid, 1, 1)`` whose
+        #: partial's element 0 is the answer (a whole-array reduction of one block): run's fast path
+        self.one: tuple[Any, int] | None = None
+        if (len(steps) == 1 and not steps[0][0].parallel and len(scratch) == 1 and not fresh and self.scalar >= 0
+                and steps[0][1] == tuple(range(self.scalar + 1))):
+            self.one = (steps[0][0].fn, steps[0][0].grid)
 
     def run(self, inputs: list[np.ndarray]) -> Any:
+        if self.one is not None:
+            fn, grid = self.one
+            try:
+                scratch = self.spare.pop()
+            except IndexError:
+                scratch = [np.empty(n, dt) for n, dt in self.scratch]
+            partial = scratch[0]
+            fn(*inputs, partial, grid, 1, 1)
+            value = partial[0]  # a numpy scalar: a copy
+            self.spare.append(scratch)
+            return value
         try:
             scratch = self.spare.pop()
         except IndexError:
