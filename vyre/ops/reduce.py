@@ -58,6 +58,10 @@ CPU_LANES = 128
 #: lanes): 2 measured 1.1-1.4x faster for sum, sum of squares and max (in cache, one core), 4 no
 #: better; dot keeps 1 (2 measured slower: 4.0 against 5.2 G/s for f32)
 CPU_PAIR = 2
+#: f64 max and min take 4 (half the lane loads and stores per element, which is what their
+#: compare-selects wait on): serial kernel, in cache, 2^12 / 2^14 / 2^16 elements 1.31 / 3.32 /
+#: 11.4 us -> 1.20 / 2.94 / 9.6; f32 max and sums measured no better with 4
+CPU_PAIR_F64_EXTREMA = 4
 #: CPU forms (full_program, argmax_program): elements per block at most (one workgroup; blocks run
 #: in parallel). Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a
 #: little overhead.
@@ -189,8 +193,8 @@ def _lane_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out:
     bufs = [*bufs, lanes]
     out = bufs[len(names)]
     n, g = var("n"), var("g")
-    # CPU_PAIR elements per lane and step; dot keeps 1 (2 measured slower)
-    pair = 1 if kind is Reduce.DOT else CPU_PAIR
+    # CPU_PAIR elements per lane and step; dot keeps 1 (2 measured slower), f64 max and min take 4
+    pair = 1 if kind is Reduce.DOT else CPU_PAIR_F64_EXTREMA if comb is not Combine.ADD and a is F64 else CPU_PAIR
     fused = None
     if kind is Reduce.DOT and a is F64 and bufs[0].element is DataType.F32:
         # the product of two f32 is exact in f64, so a fused multiply-add gives the bits of
