@@ -61,7 +61,7 @@ def test_repeated_calls_give_the_checked_bits(n: int, dt: type, seed: int, speci
 def test_a_plan_is_remembered_and_then_used(monkeypatch: pytest.MonkeyPatch) -> None:
     x = np.arange(30000, dtype=np.float32)
     vo.sum(x, backend="cpu")
-    hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False), {"x": x}, "cpu")
+    hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False, None), {"x": x}, "cpu")
     assert hit is not None and hit[0] in P._plans
     key = hit[0]
     assert len(P._plans[key].steps) == 2  # 30000 elements: four blocks, then their partials
@@ -83,7 +83,7 @@ def test_arrays_the_machine_code_cannot_take_never_reach_a_plan(make: Callable[[
     vo.max(x, backend="cpu")
     vo.max(x, backend="cpu")
     other = make(x)
-    hit = P.plan_key((R.Reduce.MAX, R.Post.NONE, False), {"x": other}, "cpu")
+    hit = P.plan_key((R.Reduce.MAX, R.Post.NONE, False, None), {"x": other}, "cpu")
     if other.dtype == np.int32:
         assert hit is not None
         key = hit[0]
@@ -139,7 +139,7 @@ def test_threads_sharing_a_plan_each_get_their_own_answer(n: int) -> None:
     finally:
         sys.setswitchinterval(interval)
     assert not wrong, wrong[:3]
-    hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False), {"x": arrays[0]}, "cpu")
+    hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False, None), {"x": arrays[0]}, "cpu")
     assert hit is not None
     plan = P._plans[hit[0]]
     assert len(plan.steps) == (1 if n <= R.CPU_BLOCK else 2) and 1 <= len(plan.spare) <= len(arrays)

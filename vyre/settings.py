@@ -291,12 +291,15 @@ def cuda_simulator(environ: Mapping[str, str] | None = None) -> bool:
 # os.environ's own dict (bytes keys on POSIX): a membership test there costs no encoding, which
 # matters on the cached dispatch path (vyre.dispatch asks on every call).
 _RAW_ENV: object = getattr(os.environ, "_data", os.environ)
-_RAW_BACKEND_KEY: object = (BACKEND_ENV.encode() if _RAW_ENV is not os.environ and os.name == "posix"
-                            else BACKEND_ENV)
 
 
-_RAW_CUDASIM_KEY: object = (CUDASIM_ENV.encode() if _RAW_ENV is not os.environ and os.name == "posix"
-                            else CUDASIM_ENV)
+def _raw_key(name: str) -> object:
+    """``name`` as a key of :data:`_RAW_ENV` (encoded where that dict holds bytes)."""
+    return name.encode() if _RAW_ENV is not os.environ and os.name == "posix" else name
+
+
+_RAW_BACKEND_KEY = _raw_key(BACKEND_ENV)
+_RAW_CUDASIM_KEY = _raw_key(CUDASIM_ENV)
 
 
 def backend_forced() -> bool:

@@ -310,7 +310,7 @@ def planned(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None,
             checked: Callable[..., T], *args: Any) -> T:
     """``checked(*args)`` (the op as written, over the arrays ``named``), or its plan where one
     exists for this key; the first call of a key is recorded into one. ``op``: the op's name and
-    every option that changes what it runs or returns."""
+    every option that changes what it runs or returns (a forced program form included)."""
     hit = plan_key(op, named, backend)
     if hit is None:
         return checked(*args)

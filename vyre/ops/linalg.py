@@ -247,9 +247,7 @@ def _check(arrs: dict) -> tuple[int, int]:
 
 def matvec(m: Any, v: Any, *, backend: str | None = None, _gpu_form: bool | None = None) -> Any:
     """``m @ v`` for a 2-D ``m`` (rows, cols) and a 1-D ``v`` (cols); f32 accumulates in f64."""
-    if _gpu_form is None:
-        return planned(("matvec",), {"m": m, "v": v}, backend, _matvec, m, v, backend, None)
-    return _matvec(m, v, backend, _gpu_form)
+    return planned(("matvec", _gpu_form), {"m": m, "v": v}, backend, _matvec, m, v, backend, _gpu_form)
 
 
 def _matvec(m: Any, v: Any, backend: str | None, gpu_form: bool | None) -> Any:

@@ -455,15 +455,10 @@ def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, determin
 
 def _reduce(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
             gpu_form: bool | None = None, deterministic: bool = False) -> Any:
-    """One reduction; ``gpu_form`` (tests) forces a program form, without plans."""
-    if gpu_form is not None:
-        return _reduce_checked(kind, post, named, backend, gpu_form, deterministic)
-    return _planned(kind, post, named, backend, deterministic)
-
-
-def _planned(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None, deterministic: bool) -> Any:
-    return planned((kind, post, deterministic), named, backend,
-                   _reduce_checked, kind, post, named, backend, None, deterministic)
+    """One reduction (replayed from its second call: vyre.ops._plans); ``gpu_form`` (tests)
+    forces a program form."""
+    return planned((kind, post, deterministic, gpu_form), named, backend,
+                   _reduce_checked, kind, post, named, backend, gpu_form, deterministic)
 
 
 def _reduce_checked(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
@@ -485,33 +480,33 @@ def _reduce_checked(kind: Reduce, post: Post, named: dict[str, Any], backend: st
 def sum(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Sum of all elements (0 for an empty array). f32 accumulates in f64. See docs/ops.md for the
     error bound and NaN rules; every call is bit-identical to the last on the same backend."""
-    return _planned(Reduce.SUM, Post.NONE, {"x": x}, backend, deterministic)
+    return _reduce(Reduce.SUM, Post.NONE, {"x": x}, backend, deterministic=deterministic)
 
 
 def mean(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Arithmetic mean (NaN for an empty array)."""
-    return _planned(Reduce.SUM, Post.MEAN, {"x": x}, backend, deterministic)
+    return _reduce(Reduce.SUM, Post.MEAN, {"x": x}, backend, deterministic=deterministic)
 
 
 def max(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Largest element; NaN if any element is NaN; -inf for an empty array."""
-    return _planned(Reduce.MAX, Post.NONE, {"x": x}, backend, deterministic)
+    return _reduce(Reduce.MAX, Post.NONE, {"x": x}, backend, deterministic=deterministic)
 
 
 def min(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Smallest element; NaN if any element is NaN; +inf for an empty array."""
-    return _planned(Reduce.MIN, Post.NONE, {"x": x}, backend, deterministic)
+    return _reduce(Reduce.MIN, Post.NONE, {"x": x}, backend, deterministic=deterministic)
 
 
 def dot(x: Any, y: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """``sum(x * y)`` of two 1-D arrays of one length (0 when empty); f32 in f64."""
-    return _planned(Reduce.DOT, Post.NONE, {"x": x, "y": y}, backend, deterministic)
+    return _reduce(Reduce.DOT, Post.NONE, {"x": x, "y": y}, backend, deterministic=deterministic)
 
 
 def norm(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Euclidean norm ``sqrt(sum(x * x))`` over all elements (0 when empty). f32 squares are summed
     in f64, so they never overflow; f64 squares overflow past 1e154, as numpy's do."""
-    return _planned(Reduce.SUMSQ, Post.SQRT, {"x": x}, backend, deterministic)
+    return _reduce(Reduce.SUMSQ, Post.SQRT, {"x": x}, backend, deterministic=deterministic)
 
 
 def argmax(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
@@ -521,9 +516,8 @@ def argmax(x: Any, *, backend: str | None = None, deterministic: bool = False) -
 
 
 def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:
-    if gpu_form is not None:
-        return _argmax_checked(x, backend, gpu_form, deterministic)
-    return planned(("argmax", deterministic), {"x": x}, backend, _argmax_checked, x, backend, None, deterministic)
+    return planned(("argmax", deterministic, gpu_form), {"x": x}, backend, _argmax_checked, x, backend, gpu_form,
+                   deterministic)
 
 
 @functools.lru_cache(maxsize=1024)

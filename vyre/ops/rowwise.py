@@ -328,9 +328,7 @@ def _prep(named: dict[str, Any], backend: str | None, gpu_form: bool | None
 
 
 def _row_reduce(kind: str, x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
-    if gpu_form is None:
-        return planned(("row_" + kind,), {"x": x}, backend, _row_reduce_checked, kind, x, backend, None)
-    return _row_reduce_checked(kind, x, backend, gpu_form)
+    return planned(("row_" + kind, gpu_form), {"x": x}, backend, _row_reduce_checked, kind, x, backend, gpu_form)
 
 
 def _row_reduce_checked(kind: str, x: Any, backend: str | None, gpu_form: bool | None) -> Any:
@@ -362,9 +360,7 @@ def logsumexp(x: Any, *, backend: str | None = None) -> Any:
 def softmax(x: Any, *, backend: str | None = None, return_lse: bool = False,
             _gpu_form: bool | None = None) -> Any:
     """Row softmax of a 2-D array; with ``return_lse`` also each row's log-sum-exp."""
-    if _gpu_form is None:
-        return planned(("softmax", return_lse), {"x": x}, backend, _softmax, x, backend, return_lse, None)
-    return _softmax(x, backend, return_lse, _gpu_form)
+    return planned(("softmax", return_lse, _gpu_form), {"x": x}, backend, _softmax, x, backend, return_lse, _gpu_form)
 
 
 def _softmax(x: Any, backend: str | None, return_lse: bool, gpu_form: bool | None) -> Any:
@@ -379,9 +375,7 @@ def _softmax(x: Any, backend: str | None, return_lse: bool, gpu_form: bool | Non
 
 def softmax_grad(y: Any, g: Any, *, backend: str | None = None, _gpu_form: bool | None = None) -> Any:
     """The vector-Jacobian product of softmax: ``dx`` for the softmax output ``y`` and cotangent ``g``."""
-    if _gpu_form is None:
-        return planned(("softmax_grad",), {"y": y, "g": g}, backend, _softmax_grad, y, g, backend, None)
-    return _softmax_grad(y, g, backend, _gpu_form)
+    return planned(("softmax_grad", _gpu_form), {"y": y, "g": g}, backend, _softmax_grad, y, g, backend, _gpu_form)
 
 
 def _softmax_grad(y: Any, g: Any, backend: str | None, gpu_form: bool | None) -> Any:
@@ -398,10 +392,8 @@ def _softmax_grad(y: Any, g: Any, backend: str | None, gpu_form: bool | None) ->
 def logsumexp_grad(x: Any, lse: Any, g: Any, *, backend: str | None = None,
                    _gpu_form: bool | None = None) -> Any:
     """``dx`` of ``logsumexp(x)`` (whose value is ``lse``) for the per-row cotangent ``g``."""
-    if _gpu_form is None:
-        return planned(("logsumexp_grad",), {"x": x, "lse": lse, "g": g}, backend, _logsumexp_grad,
-                       x, lse, g, backend, None)
-    return _logsumexp_grad(x, lse, g, backend, _gpu_form)
+    return planned(("logsumexp_grad", _gpu_form), {"x": x, "lse": lse, "g": g}, backend, _logsumexp_grad,
+                   x, lse, g, backend, _gpu_form)
 
 
 def _logsumexp_grad(x: Any, lse: Any, g: Any, backend: str | None, gpu_form: bool | None) -> Any:
@@ -424,10 +416,8 @@ def layer_norm(x: Any, eps: float = 1e-5, *, backend: str | None = None, return_
     ``return_stats`` also the per-row ``mean`` and ``rstd`` that :func:`layer_norm_grad` takes."""
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
         raise OpsError(f"eps must be a finite float >= 0, got {eps!r}. Fix: pass e.g. eps=1e-5")
-    if _gpu_form is None:
-        return planned(("layer_norm", float(eps), return_stats), {"x": x}, backend, _layer_norm,
-                       x, float(eps), backend, return_stats, None)
-    return _layer_norm(x, float(eps), backend, return_stats, _gpu_form)
+    return planned(("layer_norm", float(eps), return_stats, _gpu_form), {"x": x}, backend, _layer_norm,
+                   x, float(eps), backend, return_stats, _gpu_form)
 
 
 def _layer_norm(x: Any, eps: float, backend: str | None, return_stats: bool, gpu_form: bool | None) -> Any:
@@ -445,9 +435,7 @@ def layer_norm_grad(x: Any, g: Any, mean: Any, rstd: Any, *, backend: str | None
                     _gpu_form: bool | None = None) -> Any:
     """``dx`` of :func:`layer_norm` for cotangent ``g``, from the statistics it returned."""
     named = {"x": x, "g": g, "mean": mean, "rstd": rstd}
-    if _gpu_form is None:
-        return planned(("layer_norm_grad",), named, backend, _layer_norm_grad, named, backend, None)
-    return _layer_norm_grad(named, backend, _gpu_form)
+    return planned(("layer_norm_grad", _gpu_form), named, backend, _layer_norm_grad, named, backend, _gpu_form)
 
 
 def _layer_norm_grad(named: dict[str, Any], backend: str | None, gpu_form: bool | None) -> Any:
