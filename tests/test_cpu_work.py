@@ -3,6 +3,7 @@ policy vyre sets before numba's OpenMP layer loads."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,50 @@ def test_work_counts_loop_trips_from_lengths_and_scalar_parameters(rows: int, co
     m = {"m": np.zeros(rows * max(cols, 1), np.float32), "v": np.zeros(cols, np.float32),
          "out": np.zeros(rows, np.float32)}
     assert work_per_invocation(matvec(), m) == 2 + 3 + cols  # the loop bound is buflen(v)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 5000), block=st.integers(1, 700))
+def test_a_branch_counts_the_arm_its_condition_takes_and_ids_count_as_zero(n: int, block: int) -> None:
+    """A condition the model can evaluate picks its arm (a row program's ``cols >= 128``); a span
+    that starts at the invocation's id counts the first invocation's share (ids as 0), clipped to
+    the array as the program clips it (``bounded_span``)."""
+    from vyre.ir import minimum, wgid
+
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    lo, ln = var("lo"), var("len")
+    p = Program.wrapped([x, out], 1, [
+        let("lo", minimum(wgid() * u32(block), buflen(x))),
+        let("len", minimum(u32(block), buflen(x) - lo)),
+        if_(buflen(x).ge(u32(128)), [loop("j", lo, lo + ln, [store(out, u32(0), x[var("j")])])],
+            [store(out, u32(0), f32(1.0))]),
+    ])
+    got = work_per_invocation(p, {"x": np.zeros(n, np.float32), "out": np.zeros(1, np.float32)})
+    # let lo, let len, if; then the arm taken: a loop of the first block's min(block, n) trips
+    assert got == 3 + (1 + min(block, n) if n >= 128 else 1)
+
+
+def test_a_row_programs_estimate_follows_its_row_length() -> None:
+    """vyre.ops's CPU row sum costed per row: the short-row arm below 128 columns, the lane arm
+    from 128, each growing with the row (a 64-column row was once costed as 13079 statements, and
+    small row ops ran on the thread pool)."""
+    from vyre.ops.rowwise import row_program
+
+    prog = row_program("sum", F32, gpu=False, wg=1, resident=0, lanes=True)
+
+    def per_row(rows: int, cols: int) -> float:
+        return work_per_invocation(prog, {"x": np.zeros(rows * cols, np.float32), "out": np.zeros(rows, np.float32)})
+
+    assert cols_ok(per_row, [16, 64, 127]) and cols_ok(per_row, [128, 1024, 8192])
+    assert per_row(64, 64) < 400 < per_row(4, 128)  # the lane arm's set-up and merge cost more
+    assert per_row(64, 64) == per_row(1, 64)  # every row the same: the first row's estimate
+
+
+def cols_ok(per_row: Any, cols: list[int]) -> bool:
+    """The estimate grows with the row and counts at least one statement per element."""
+    costs = [per_row(8, c) for c in cols]
+    growing = all(a < b for a, b in itertools.pairwise(costs))
+    return growing and all(w >= c for w, c in zip(costs, cols, strict=True))
 
 
 def test_unknown_bounds_count_a_fixed_number_of_trips() -> None:
