@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vyre.codegen.cpu import emit_cpu
 from vyre.codegen.cuda import emit_cuda
@@ -186,7 +188,8 @@ def test_example_kernels_pay_no_guard_where_it_is_proven() -> None:
         assert plain_store(src, "b2_out", "v1_i")
     for src in sources(matvec()):
         assert plain_store(src, "b2_out", "v1_r")
-        assert "b1_v[v4_j]" in src and "_vy_ld(b1_v" not in src  # j < len(v) from the loop bound
+        # j < len(v) from the loop bound (the CPU indexes with the loop's int64 counter, CUDA with j)
+        assert re.search(r"b1_v\[(v4_j|_it\d+)\]", src) and "_vy_ld(b1_v" not in src
         assert "_vy_ld(b0_m, " in src
 
 
@@ -236,7 +239,7 @@ def test_loop_bounds_literals_and_local_ids() -> None:
         store(small, lid(), 1.0),
     ]).validate()
     for src in sources(p):
-        assert re.search(r"b0_v\[v\d+_j\]", src)                        # j < len(v)
+        assert re.search(r"b0_v\[(v\d+_j|_it\d+)\]", src)                # j < len(v)
         assert re.search(r"_vy_ld\(b0_v, v\d+_k, ", src)                 # k <= len(v)
         # m < len(v) says nothing about out
         assert re.search(r"if _i\d+ < b1_out\.shape\[0\]:\n\s+b1_out\[_i\d+\] = float32\(2\.0\)", src)
@@ -281,3 +284,61 @@ if __name__ == "__main__":
         run_sim()
     else:
         raise SystemExit(f"usage: python -m tests.test_codegen_bounds sim (got {sys.argv[1:]})")
+
+
+# ---- int64 indices (Emitter.index_src) ------------------------------------------------------------
+def _strided_copy() -> Program:
+    """``out[p + k] = x[p + k] * 2`` over steps of 4 (``p = j * 4``): every index proven in range by
+    the range prover, whose bound of ``p + k`` is the unwrapped sum."""
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    n, p, k = var("n"), var("p"), var("k")
+    return Program.wrapped([x, out], 1, [
+        let("n", binop(BinOpKind.MIN, buflen(x), buflen(out))),
+        loop("j", u32(0), n / u32(4), [
+            let("p", var("j") * u32(4)),
+            loop("k", u32(0), u32(4), [store(out, p + k, load(x, p + k) * 2.0)]),
+        ]),
+    ])
+
+
+def _wrapping_store() -> Program:
+    """``if i + c < len(out): out[i + c] = x[i]`` with ``c`` a parameter: where ``i + c`` wraps past
+    2^32 the condition speaks of the wrapped index, so the store lands at ``i + c - 2^32``."""
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    c = BufferDecl.uniform("c", 2, U32).with_count(1)
+    idx = gid() + var("c")
+    return Program.wrapped([x, out, c], 8, [
+        let("c", load(c, u32(0))),
+        if_(idx.lt(buflen(out)), [store(out, idx, load(x, gid()))]),
+    ])
+
+
+def test_cpu_indexes_in_int64_where_the_prover_rules_out_wrapping() -> None:
+    """The CPU spells a proven sum of indices in int64 and a loop's variable as its counter (LLVM
+    then needs no run-time wrap check, and no scalar copy of the loop); an index proven only by a
+    condition on the wrapped value stays u32; CUDA keeps u32 everywhere."""
+    src = emit_cpu(_strided_copy(), parallel=False)
+    assert re.search(r"b0_x\[\(int64\(v\d+_p\) \+ _it\d+\)\]", src), src
+    assert re.search(r"b1_out\[\(int64\(v\d+_p\) \+ _it\d+\)\] = ", src), src
+    cuda = emit_cuda(_strided_copy())
+    assert re.search(r"b0_x, uint32\(v\d+_p \+ v\d+_k\)", cuda) and not re.search(r"\(int64\(v\d+_p\)", cuda)
+    wrapping = emit_cpu(_wrapping_store(), parallel=False)
+    assert plain_store(wrapping, "b1_out", "uint32(_gid0 + v1_c)"), wrapping  # the condition's fact, in u32
+
+
+@given(n=st.integers(1, 40), c=st.one_of(st.integers(0, 48), st.integers(2**32 - 48, 2**32 - 1)))
+@settings(max_examples=40, deadline=None)
+def test_wrapped_indices_match_the_interpreter(n: int, c: int) -> None:
+    """u32 index arithmetic wraps on every backend as in the interpreter: offsets near 2^32 move a
+    store below the invocation id (and a proven index never hides a wrap)."""
+    from vyre import dispatch
+
+    arrays = {"x": np.arange(1, n + 1, dtype=np.float32), "out": np.zeros(n, np.float32), "c": np.uint32(c)}
+    prog = _wrapping_store()
+    got = {b: dispatch(prog, {k: np.copy(v) for k, v in arrays.items()}, backend=b, grid=(n + 7) // 8)["out"]
+           for b in ("cpu", "interp")}
+    np.testing.assert_array_equal(got["cpu"], got["interp"])
+    strided = {"x": np.arange(n, dtype=np.float32), "out": np.zeros(n + c % 5, np.float32)}
+    want = np.zeros(n + c % 5, np.float32)
+    want[:n // 4 * 4] = 2 * strided["x"][:n // 4 * 4]
+    np.testing.assert_array_equal(dispatch(_strided_copy(), strided, backend="cpu", grid=1)["out"], want)

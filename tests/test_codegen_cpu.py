@@ -87,21 +87,25 @@ def test_cpu_fma_is_one_rounding_where_the_cpu_has_fma() -> None:
 
 
 @pytest.mark.parametrize("groups", [5, 70000])  # the serial kernel; the parallel one (chunks of workgroups)
-def test_workgroup_memory_starts_zeroed_in_every_workgroup(groups: int) -> None:
+@pytest.mark.parametrize("count", [4, 2048])  # in the kernel's stack frame; on the heap (past STACK_BYTES)
+def test_workgroup_memory_starts_zeroed_in_every_workgroup(groups: int, count: int) -> None:
     """The CPU allocates a workgroup buffer once per call (or per parallel chunk) and zeroes it per
     workgroup: a workgroup that reads before writing sees the interpreter's zeros, never the
-    previous workgroup's values."""
+    previous workgroup's values (nor, in parallel, another thread's)."""
     import numpy as np
 
     from vyre import dispatch
+    from vyre.codegen.cpu import STACK_BYTES, emit_cpu
     from vyre.ir import U32, Program, load, output, store, u32, wgid, workgroup
 
-    scratch = workgroup("scratch", 4, U32)
+    scratch = workgroup("scratch", count, U32)
     out = output("out", 0, U32)
+    last = u32(count - 1)
     prog = Program.wrapped([out, scratch], 1, [
-        store(out, wgid(), load(scratch, u32(0)) + load(scratch, u32(3))),
+        store(out, wgid(), load(scratch, u32(0)) + load(scratch, last)),
         store(scratch, u32(0), wgid() + u32(1)),
-        store(scratch, u32(3), wgid() + u32(7)),
+        store(scratch, last, wgid() + u32(7)),
     ])
+    assert ("_vy_stack(" in emit_cpu(prog)) is (count * 4 <= STACK_BYTES)
     got = dispatch(prog, {"out": np.full(groups, 99, np.uint32)}, backend="cpu", grid=groups)["out"]
     assert not got.any()

@@ -22,7 +22,7 @@ from ..errors import CodegenError
 from typing import assert_never
 
 from ..ir import (
-    Atomic, AtomicOp, DataType, Expr, Let, Node, Program, SubgroupBallot, SubgroupReduce, SubgroupShuffle,
+    Atomic, AtomicOp, BufferDecl, DataType, Expr, Let, Node, Program, SubgroupBallot, SubgroupReduce, SubgroupShuffle,
     Var,
 )
 from .emit import CODEGEN_VERSION, AtomicSite, Binding, Emitter, SubgroupCode, has_return, uses
@@ -501,7 +501,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
         # workgroup buffers: allocated once per call (serial) or per chunk of workgroups (parallel)
         # and zeroed per workgroup, as the interpreter's are (an allocation per workgroup cost
         # about 55 ns: most of a row op's time on short rows)
-        hoisted = [f"{src[b.name]} = np.empty({b.count}, np.{_np_name(b.element)})" for b in shared]
+        hoisted = [_workgroup_alloc(src[b.name], b) for b in shared]
         zeroed = [f"{src[b.name]}[:] = 0" for b in shared]
         group = [*wg_ids, *zeroed, f"for _l in range({program.workgroup_invocations}):",
                  *_indented(lid_em.lines, 1), *_invocation(em.lines, has_return(program.entry), 1)]
@@ -584,6 +584,19 @@ def _cpu_header(cache: bool) -> list[str]:
         "",
         f"_dev = numba.njit(cache={cache}, error_model='numpy', inline='always')",
     ]
+
+
+#: workgroup buffers of at most this many bytes live in the kernel's stack frame (``_vy_stack``)
+STACK_BYTES = 4096
+
+
+def _workgroup_alloc(name: str, b: BufferDecl) -> str:
+    """The statement that allocates workgroup buffer ``b`` (contents undefined) as ``name``: small
+    ones on the stack, where LLVM can keep them in registers (they alias no argument)."""
+    t = _np_name(b.element)
+    if b.count * b.element.size_bytes <= STACK_BYTES:
+        return f"{name} = _vy_stack({b.count}, np.{t})"
+    return f"{name} = np.empty({b.count}, np.{t})"
 
 
 def _np_name(t: DataType) -> str:

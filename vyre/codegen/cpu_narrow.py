@@ -55,7 +55,7 @@ def _vy_smod_p2(a, mask):
 '''
 
 #: The import every generated CPU module carries.
-OPAQUE_IMPORT = "from vyre.codegen.cpu_runtime import fmuladd as _vy_fma, opaque as _vy_k"
+OPAQUE_IMPORT = "from vyre.codegen.cpu_runtime import fmuladd as _vy_fma, opaque as _vy_k, stack_array as _vy_stack"
 
 
 def opaque(src: str) -> str:
@@ -71,6 +71,8 @@ def _pow2(c: int) -> int | None:
 class CpuEmitter(Emitter):
     """The shared emitter with the CPU's handling of constant masks, shifts and divisors, and the
     value-range prover (vyre/codegen/ranges.py) deciding which accesses need no guard."""
+
+    wide_indices = True  # proven indices in int64 arithmetic (Emitter.index_src)
 
     def fma(self, a: str, b: str, c: str) -> str:
         return f"_vy_fma({a}, {b}, {c})"

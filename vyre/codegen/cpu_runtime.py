@@ -19,7 +19,7 @@ from typing import Any
 
 from llvmlite import ir
 from numba import types
-from numba.core import config
+from numba.core import cgutils, config
 from numba.extending import intrinsic
 
 _config_lock = threading.Lock()
@@ -60,6 +60,31 @@ def fmuladd(typingctx: Any, a: types.Type, b: types.Type, c: types.Type) -> Any:
         return builder.call(fn, [x, y, z])
 
     return a(a, b, c), codegen
+
+
+@intrinsic
+def stack_array(typingctx: Any, count: types.Type, dtype: types.Type) -> Any:
+    """A new C-contiguous 1-D array of ``count`` (a literal int) elements of ``dtype`` (a numba
+    scalar class: ``np.float32``) in the calling function's stack frame, uninitialised: an LLVM
+    ``alloca`` in the function's entry block, so one per call of the compiled function however
+    often the statement runs. LLVM knows such memory aliases no argument, so it can keep the array
+    in registers across a loop (a heap array it must load and store every step)."""
+    if not isinstance(count, types.IntegerLiteral) or not isinstance(dtype, types.NumberClass):
+        return None
+    n, elem = count.literal_value, dtype.instance_type
+    arr = types.Array(elem, 1, "C")
+
+    def codegen(context: Any, builder: ir.IRBuilder, signature: Any, args: Any) -> ir.Value:
+        ll = context.get_data_type(elem)
+        data = cgutils.alloca_once(builder, ll, size=n)
+        size = context.get_abi_sizeof(ll)
+        ary = context.make_array(arr)(context, builder)
+        context.populate_array(ary, data=data, shape=[context.get_constant(types.intp, n)],
+                               strides=[context.get_constant(types.intp, size)],
+                               itemsize=context.get_constant(types.intp, size), meminfo=None)
+        return ary._getvalue()
+
+    return arr(count, dtype), codegen
 
 
 @contextlib.contextmanager

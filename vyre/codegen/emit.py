@@ -29,7 +29,7 @@ from .lanes import LaneKind, LaneKinds
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 from .ranges import RangeCtx, Resolve
 
-CODEGEN_VERSION = 17
+CODEGEN_VERSION = 18
 #: Bump when the C++ the NVRTC route prints changes (codegen/c_ops.py, cuda_c.py, this module's walk):
 #: part of that route's binary keys (kept here, which ``import vyre`` loads, so a cache hit imports no printer).
 CUDA_C_VERSION = 2
@@ -37,6 +37,9 @@ CUDA_C_VERSION = 2
 # The CUDA launch defaults of interleaved flat kernels (vyre/codegen/interleave.py). They live here,
 # in a module `import vyre` loads anyway, because the driver reads them for a kernel loaded from the
 # binary cache, which must not import the lowering passes.
+#: the u32 operations :meth:`Emitter.wide_expr` spells in int64, and how
+_WIDE_OPS = {BinOpKind.ADD: "+", BinOpKind.SUB: "-", BinOpKind.MUL: "*"}
+
 #: Invocations interleaved per thread on CUDA.
 INTERLEAVE = 4
 #: Dispatches of at least this many invocations launch INTERLEAVE per thread by default (fewer
@@ -185,6 +188,12 @@ class Emitter:
     # value ranges (vyre/codegen/ranges.py): an access whose index they prove in range is emitted
     # unguarded; None (CUDA) keeps to the syntactic facts above
     ranges: RangeCtx | None = None
+    # u32 locals whose value an int64 expression also holds: a loop's variable -> its int64
+    # counter (filled where ``wide_indices``; see :meth:`index_src`)
+    wide: dict[str, str] = field(default_factory=dict)
+    counter_src: str = ""  # the counter of the loop :meth:`loop_open` opened last
+    #: emit proven indices in int64 arithmetic (:meth:`index_src`; the CPU emitter)
+    wide_indices = False
 
     def __post_init__(self) -> None:
         self.mutable = assigned_names(self.program.entry)
@@ -214,6 +223,39 @@ class Emitter:
         return (self.ranges is not None and scope is not None
                 and self.ranges.proves_lt(idx, BufLen(buf.name), self.resolver(scope)))
 
+    def index_src(self, idx_src: str, idx: Expr, buf: BufferDecl, scope: dict[str, Binding]) -> str:
+        """The source of an index already proven in range: ``idx_src``, or (``wide_indices``) the
+        same value in int64 arithmetic. u32 arithmetic wraps, so LLVM must version a loop whose
+        accesses it cannot prove consecutive (a run-time check and a scalar copy of the loop), and
+        the scalar copy's variable-index accesses keep workgroup arrays in memory; int64 indices
+        need no check. Exact where the range prover proves ``idx < len(buf)``: its upper bound
+        of a sum, difference or product is the true (unwrapped) one (a difference only where it
+        proved ``b <= a``), so below ``len(buf) <= 2^32 - 1`` nothing in it wrapped. A syntactic
+        fact (``if p + k < len(x)``) speaks of the wrapped value only: such an index stays u32."""
+        if not self.wide_indices:
+            return idx_src
+        if isinstance(idx, Var):
+            return self.wide.get(idx_src, idx_src)  # a loop's variable: its counter
+        if not (isinstance(idx, BinOp) and idx.op in _WIDE_OPS) or self.ranges is None:
+            return idx_src
+        if not self.ranges.proves_lt(idx, BufLen(buf.name), self.resolver(scope)):
+            return idx_src
+        return self.wide_expr(idx, scope)
+
+    def wide_expr(self, e: Expr, scope: dict[str, Binding]) -> str:
+        """A u32 expression's value as an int64 expression (:meth:`index_src` says when that is
+        exact): sums, differences and products of locals and literals in int64, anything else
+        (which may wrap) as its u32 value."""
+        match e:
+            case Var(name):
+                src = scope[name].src
+                return self.wide.get(src, f"int64({src})")
+            case LitU32(v):
+                return str(v)
+            case BinOp(op, a, b) if op in _WIDE_OPS:
+                return f"({self.wide_expr(a, scope)} {_WIDE_OPS[op]} {self.wide_expr(b, scope)})"
+        return f"int64({self.expr(e, scope)})"
+
     def resolver(self, scope: dict[str, Binding]) -> Resolve:
         """Names of ``scope`` as the range prover knows them (a binding's source is unique)."""
         def resolve(name: str) -> tuple[str, DataType, bool] | None:
@@ -231,8 +273,10 @@ class Emitter:
             case Var(name):
                 return scope[name].src
             case Load(buf, index):
-                i = sub(index)
-                return self.load(buf, i, self.in_bounds(i, index, self.decl(buf), scope))
+                i, d = sub(index), self.decl(buf)
+                if self.in_bounds(i, index, d, scope):
+                    return self.load(buf, self.index_src(i, index, d, scope), True)
+                return self.load(buf, i, False)
             case BufLen(buf):
                 return self.buf_len(buf)
             case InvocationId(axis):
@@ -377,6 +421,7 @@ class Emitter:
         """Open a loop counting from ``start`` up to ``end`` (int64); the counter's source as a u32."""
         it = self.fresh("_it")
         self.emit(indent, f"for {it} in range(int64({start}), int64({end})):")
+        self.counter_src = it
         return f"uint32({it})"
 
     def break_if_returned(self, indent: int) -> None:
@@ -445,7 +490,7 @@ class Emitter:
                 i = self.expr(index, scope)
                 v = self.store_value(buf, self.expr(value, scope))
                 if self.in_bounds(i, index, d, scope):
-                    self.emit(indent, self.store(self.buffer_src[buf], i, v))
+                    self.emit(indent, self.store(self.buffer_src[buf], self.index_src(i, index, d, scope), v))
                 else:
                     self.unproven_store(indent, buf, i, v)
             case If(cond, then, otherwise):
@@ -474,6 +519,8 @@ class Emitter:
                         self.lane_kind(x, scope) is LaneKind.UNIFORM for x in (start, end)):
                     self.lanes.record(src, LaneKind.UNIFORM)
                 self.emit(indent + 1, self.declare(DataType.U32, src, counter))
+                if self.wide_indices and var not in self.mutable:
+                    self.wide[src] = self.counter_src  # start and end are u32: the counter fits
                 saved, saved_ranges = self.facts, self.ranges
                 bound = self.len_of(end, scope)
                 if bound is not None:

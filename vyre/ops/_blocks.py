@@ -173,7 +173,7 @@ def lane_fold(lanes: BufferDecl, comb: Combine, term: Callable[[Expr], Expr], pa
         seen = isnan(vals[0])
         for x in vals[1:]:
             seen = seen.or_(isnan(x))
-        return [store(flags, slot, flags[slot] | cast(U32, seen))]
+        return [store(flags, slot, select(seen, u32(1), flags[slot]))]
 
     def into(i: Expr, slot: Expr, tmp: str) -> list[Node]:
         if fused is not None:

@@ -50,18 +50,17 @@ __all__ = [
 
 GPU_WG = 256
 GPU_UNROLL = 8
-#: CPU form: accumulators per block (lanes of one vectorised add). 128 measured fastest on one core in
-#: cache (BENCHMARKS.md): 32 lanes is a loop LLVM unrolls fully, and without the SLP vectoriser
-#: (numba leaves it off) the unrolled adds stay scalar; 64-256 run 7-9 G elements/s for f32
-CPU_LANES = 128
-#: CPU form: elements per lane and step, combined pairwise first (fewer loads and stores of the
-#: lanes): 2 measured 1.1-1.4x faster for sum, sum of squares and max (in cache, one core), 4 no
-#: better; dot keeps 1 (2 measured slower: 4.0 against 5.2 G/s for f32)
+#: CPU form: accumulators per block (lanes of one vectorised add). The lane array is a workgroup
+#: buffer, which the CPU kernel keeps in its stack frame (vyre/codegen/cpu.py), so LLVM holds the
+#: lanes in vector registers across the loop; 64 measured fastest there (serial kernel, 2^16
+#: elements in cache: f32 max 4.4 -> 4.0 us against 128 lanes, f32 sum 5.3 -> 4.8, f64 dot 8.4 ->
+#: 8.0); 32 lanes is a loop LLVM unrolls before it vectorises, and without the SLP vectoriser
+#: (numba leaves it off) the unrolled adds stay scalar (f64 dot 27 us)
+CPU_LANES = 64
+#: CPU form: elements per lane and step, combined pairwise first (fewer lane updates per element):
+#: 2 measured 1.1-1.4x faster for sum, sum of squares and max; f64 max with 4 measured 8.2 -> 9.9
+#: us at 2^16; dot keeps 1 (2 measured slower: 4.0 against 5.2 G/s for f32)
 CPU_PAIR = 2
-#: f64 max and min take 4 (half the lane loads and stores per element, which is what their
-#: compare-selects wait on): serial kernel, in cache, 2^12 / 2^14 / 2^16 elements 1.31 / 3.32 /
-#: 11.4 us -> 1.20 / 2.94 / 9.6; f32 max and sums measured no better with 4
-CPU_PAIR_F64_EXTREMA = 4
 #: CPU forms (full_program, argmax_program): elements per block at most (one workgroup; blocks run
 #: in parallel). Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a
 #: little overhead.
@@ -193,8 +192,8 @@ def _lane_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out:
     bufs = [*bufs, lanes]
     out = bufs[len(names)]
     n, g = var("n"), var("g")
-    # CPU_PAIR elements per lane and step; dot keeps 1 (2 measured slower), f64 max and min take 4
-    pair = 1 if kind is Reduce.DOT else CPU_PAIR_F64_EXTREMA if comb is not Combine.ADD and a is F64 else CPU_PAIR
+    # CPU_PAIR elements per lane and step; dot keeps 1 (2 measured slower)
+    pair = 1 if kind is Reduce.DOT else CPU_PAIR
     fused = None
     if kind is Reduce.DOT and a is F64 and bufs[0].element is DataType.F32:
         # the product of two f32 is exact in f64, so a fused multiply-add gives the bits of

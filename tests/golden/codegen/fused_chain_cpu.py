@@ -1,10 +1,10 @@
-# vyre generated kernel: target cpu, codegen v17. Do not edit.
+# vyre generated kernel: target cpu, codegen v18. Do not edit.
 import math
 import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
 from numba import types as _t
-from vyre.codegen.cpu_runtime import fmuladd as _vy_fma, opaque as _vy_k
+from vyre.codegen.cpu_runtime import fmuladd as _vy_fma, opaque as _vy_k, stack_array as _vy_stack
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>

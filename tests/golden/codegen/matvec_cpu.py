@@ -1,10 +1,10 @@
-# vyre generated kernel: target cpu, codegen v17. Do not edit.
+# vyre generated kernel: target cpu, codegen v18. Do not edit.
 import math
 import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
 from numba import types as _t
-from vyre.codegen.cpu_runtime import fmuladd as _vy_fma, opaque as _vy_k
+from vyre.codegen.cpu_runtime import fmuladd as _vy_fma, opaque as _vy_k, stack_array as _vy_stack
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>
@@ -41,7 +41,7 @@ def vyre_kernel(b0_m, b1_v, b2_out, _n, _chunk):
             v2_acc = float32(0.0)
             for _it3 in range(int64(uint32(0)), int64(uint32(b1_v.shape[0]))):
                 v4_j = uint32(_it3)
-                v2_acc = (v2_acc + (_vy_ld(b0_m, uint32(uint32(v1_r * uint32(b1_v.shape[0])) + v4_j), float32(0)) * b1_v[v4_j]))
+                v2_acc = (v2_acc + (_vy_ld(b0_m, uint32(uint32(v1_r * uint32(b1_v.shape[0])) + v4_j), float32(0)) * b1_v[_it3]))
             b2_out[v1_r] = v2_acc
 
 
@@ -60,7 +60,7 @@ def vyre_kernel_parallel(b0_m, b1_v, b2_out, _n, _chunk):
                 v2_acc = float32(0.0)
                 for _it3 in range(int64(uint32(0)), int64(uint32(b1_v.shape[0]))):
                     v4_j = uint32(_it3)
-                    v2_acc = (v2_acc + (_vy_ld(b0_m, uint32(uint32(v1_r * uint32(b1_v.shape[0])) + v4_j), float32(0)) * b1_v[v4_j]))
+                    v2_acc = (v2_acc + (_vy_ld(b0_m, uint32(uint32(v1_r * uint32(b1_v.shape[0])) + v4_j), float32(0)) * b1_v[_it3]))
                 b2_out[v1_r] = v2_acc
 
 
