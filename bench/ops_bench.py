@@ -5,7 +5,7 @@ machine:
     python bench/ops_bench.py [--quick]
 
 Every op of issue 15 at several sizes: the whole-array reductions at 2^12, 2^16, 2^20 and 2^24
-elements (f32 and f64; ``--quick``: 2^16 and 2^20), the row-wise ops on five shapes (two small:
+elements (f32 and f64; ``--quick``: 2^16 and 2^20), the row-wise ops on six shapes (two small:
 a call's fixed cost), matvec on three.
 Timings are the best of several back-to-back calls (warm kernels: compile time is excluded, and
 the thread pool is awake, as in a loop of calls), after two calls that compile and plan; vyre and
@@ -98,7 +98,8 @@ ROWS: dict[str, tuple[Callable[[np.ndarray], Any], Callable[[np.ndarray], Any], 
 
 def row_ops(rng: np.random.Generator, quick: bool, row: Callable[[str, tuple[float, float], str], None]) -> None:
     # small shapes too: a call's fixed cost (Python, the plan, the launch) against numpy's
-    shapes = ((1024, 1024), (64, 64)) if quick else ((2048, 2048), (256, 4096), (65536, 16), (64, 64), (16, 1024))
+    shapes = ((1024, 1024), (64, 64)) if quick else ((2048, 2048), (256, 4096), (1000, 100), (65536, 16), (64, 64),
+                                                      (16, 1024))
     for r, c in shapes:
         a = rng.standard_normal((r, c)).astype(np.float32)
         for name, (fr, fnr, ref) in ROWS.items():

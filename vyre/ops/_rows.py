@@ -35,8 +35,10 @@ from ._blocks import Combine, all_of, bounded_span, lane_reduce, tree
 from .reduce import CPU_LANES, CPU_PAIR
 
 #: CPU form: rows this long or longer reduce through a lane array, shorter ones into ``unroll``
-#: scalar accumulators (measured, BENCHMARKS.md: 16-column rows ran 2x slower through lanes)
-LANES_MIN_COLS = 128
+#: scalar accumulators (measured, BENCHMARKS.md: 16-column rows ran 2x slower through lanes). 64
+#: since the lanes stay in vector registers (codegen v18): 1000x100 f32 row_sum 55 -> 24 us, row_max
+#: 74 -> 31, layer_norm 100 -> 49; 32 made 4000x32 slower (row_max 60 -> 80 us)
+LANES_MIN_COLS = 64
 #: the same for a reduction whose term is costly (an ``exp``: logsumexp's sum): into scalar
 #: accumulators the term stays scalar, through a lane array it is vectorised, which pays from far
 #: shorter rows (logsumexp of 1000x100 f32: 0.34x numpy with accumulators, 1.01x through lanes)

@@ -37,7 +37,8 @@ from ..ir import (
 )
 from ..ir.expr import lit
 from ._blocks import (
-    SUBGROUP, Combine, all_of, bounded_span, halving, isnan, lane_reduce, nan, nan_flags, subgroup_combine, tree,
+    SUBGROUP, Combine, all_of, bounded_span, halving, isnan, lane_fold, lane_reduce, nan, nan_flags, subgroup_combine,
+    tree,
     workgroup_combine,
 )
 from ._plans import planned
@@ -318,11 +319,6 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
     bufs = [*bufs, lm, li, lf]
     g, k, mx, best = var("g"), var("k"), var("mx"), var("best")
 
-    def max_step(i: Expr, slot: Expr, tmp: str) -> list[Node]:
-        # NaN-ignoring max beside a NaN flag per lane (Combine.ordered_step, _blocks.lane_fold)
-        return [let(tmp, load("x", i)), store(lm, slot, Combine.MAX.ordered_step(lm[slot], var(tmp))),
-                store(lf, slot, lf[slot] | cast(U32, isnan(var(tmp))))]
-
     def hit(v: Expr) -> Expr:
         return select(isnan(mx), isnan(v), v.eq(mx))
 
@@ -341,17 +337,13 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
         return [let(tmp, load("x", i)), let(gi.name, load("xi", i) if indexed else i),
                 store(li, slot, select(hit(v).and_(gi.lt(li[slot])), gi, li[slot]))]
 
-    p = var("a_p")
     body: list[Node] = [
         *_block_bounds(["x", "xi"] if indexed else ["x"], buflen(val)),
         let("g", wgid()),
-        let("t0", var("lo") + var("m") * u32(CPU_LANES)),
         loop("k", u32(0), buflen(lm), [store(lm, k, lit(-math.inf, t)), store(lf, k, u32(0))]),
-        loop("a_j", u32(0), var("m"), [
-            let("a_p", var("lo") + var("a_j") * u32(CPU_LANES)),
-            loop("k", u32(0), buflen(lm), max_step(p + k, k, "a_v")),
-        ]),
-        loop("a_q", var("t0"), var("hi"), max_step(var("a_q"), var("a_q") - var("t0"), "a_w")),
+        # the lanes' loop of max (NaN-ignoring, NaN flags beside): lane k holds the elements lo + k
+        # + j L, whatever the pairing, and its last step ends where t0 = lo + m L begins
+        *lane_fold(lm, Combine.MAX, lambda i: load("x", i), CPU_PAIR, flags=lf),
         let("mx", lit(-math.inf, t)),
         let("nf", u32(0)),
         loop("k", u32(0), buflen(lm), [let("c", lm[k]), assign("mx", Combine.MAX.ordered_step(mx, var("c"))),

@@ -12,7 +12,7 @@ buffer)`` and one compiled kernel serves every shape.
   row's value, then writes its share.
 * CPU form: a flat program, one invocation per row, stride-1 loops. With ``lanes=True`` (what the
   functions below run) rows of at least ``_rows.LANES_MIN_COLS`` elements reduce through a lane
-  array of 128 accumulators (vectorised, as the whole-array reductions' CPU form), shorter ones and
+  array of 64 accumulators (vectorised, as the whole-array reductions' CPU form), shorter ones and
   every row of the ``lanes=False`` form into 8 accumulators. ``lanes=False`` is the form reverse
   mode takes (vyre.autodiff refuses workgroup memory written in a loop, as for the whole-array
   reductions' CPU form); the GPU form ignores ``lanes``.
