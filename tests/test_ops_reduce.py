@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import vyre.ops as ops
 from tests.ops_cases import arrays, check_sum, expected_extreme, floats_array, same_float
 from vyre.errors import VyreError
+from vyre.ir import DataType
 from vyre.ops import reduce as R
 
 BACKENDS = ["cpu", "interp"]
@@ -110,6 +111,24 @@ def test_parallel_blocks_cover_everything() -> None:
     assert ops.sum(x, backend="cpu") == n + 6
     assert ops.max(x, backend="cpu") == 7.0
     assert ops.argmax(x, backend="cpu") == n - 1
+
+
+@given(n=st.sampled_from([R.CPU_BLOCK + 1, 3 * R.CPU_BLOCK + 5, R.CPU_BLOCK_EXACT, R.CPU_BLOCK_EXACT + 1,
+                          2 * R.CPU_BLOCK_EXACT + 3]),
+       where=st.floats(0, 1), nan=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]))
+@settings(max_examples=25, deadline=None)
+def test_exact_reductions_take_long_blocks(n: int, where: float, nan: bool, dtype: type) -> None:
+    """max, min and argmax cut the array into blocks of CPU_BLOCK_EXACT (one pass up to that
+    length; the sums keep CPU_BLOCK): the answer is numpy's wherever the extreme (or the first
+    NaN) lies, across block boundaries, on the serial and the parallel entries."""
+    x = np.random.default_rng(n).standard_normal(n).astype(dtype)
+    at = min(int(where * n), n - 1)
+    x[at] = np.nan if nan else 1e6
+    x[n - 1 - at] = -1e6 if not nan else x[n - 1 - at]
+    assert same_float(ops.max(x, backend="cpu"), x.max()) and same_float(ops.min(x, backend="cpu"), x.min())
+    assert ops.argmax(x, backend="cpu") == x.argmax()
+    passes = R._passes(R.Reduce.MAX, DataType.F32 if dtype is np.float32 else DataType.F64, R.Post.NONE, n, False, 0)
+    assert [g for _, g, _ in passes] == ([1] if n <= R.CPU_BLOCK_EXACT else [-(-n // R.CPU_BLOCK_EXACT), 1])
 
 
 def test_empty_identities() -> None:

@@ -11,13 +11,13 @@ run.
   (that many loads in flight per thread, coalesced across the warp); the accumulators merge
   pairwise, the subgroup reduces with shuffles, subgroup results meet in workgroup memory and
   one more subgroup reduce gives the workgroup's partial, which invocation 0 stores.
-* **CPU form** (``cpu``, ``interp``): one invocation per workgroup; workgroup ``g`` of ``G =
-  ceil(n / CPU_BLOCK)`` reduces the contiguous block ``[g*B, (g+1)*B)``, ``B = ceil(n / G)``, into a
-  *lane array* of :data:`CPU_LANES` accumulators in workgroup memory: each step adds ``CPU_LANES``
-  consecutive elements, element ``k`` into lane ``k``. That inner loop is elementwise, so LLVM
-  vectorises it (numba compiles without fast-math, so a loop-carried scalar sum, or eight of them,
-  stays scalar: LLVM may not reorder float adds, and numba leaves the SLP vectoriser off); the
-  lanes then merge pairwise. Workgroups run on every core.
+* **CPU form** (``cpu``, ``interp``): one invocation per workgroup; workgroup ``g`` of ``G = ceil(n
+  / CPU_BLOCK)`` (``CPU_BLOCK_EXACT`` for max, min and argmax) reduces the contiguous block ``[g*B,
+  (g+1)*B)``, ``B = ceil(n / G)``, into a *lane array* of :data:`CPU_LANES` accumulators in
+  workgroup memory: each step adds ``CPU_LANES`` consecutive elements, element ``k`` into lane
+  ``k``. That inner loop is elementwise, so LLVM vectorises it (numba compiles without fast-math, so
+  a loop-carried scalar sum, or eight of them, stays scalar: LLVM may not reorder float adds, and
+  numba leaves the SLP vectoriser off); the lanes then merge pairwise. Workgroups run on every core.
 
 f32 sums (``sum``, ``mean``, ``dot``, ``norm``) accumulate in f64 and round once at the end.
 """
@@ -66,6 +66,11 @@ CPU_PAIR = 2
 #: in parallel). Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a
 #: little overhead.
 CPU_BLOCK = 1 << 13
+#: CPU forms of max, min and argmax: elements per block at most. Their result does not depend on
+#: the partition (no rounding), so blocks are as long as parallelism allows: up to this many
+#: elements take one pass and one block, which saves the second pass's call (2^16 f32 max 7.2 ->
+#: 6.1 us); past it, blocks of this size keep both cores busy
+CPU_BLOCK_EXACT = 1 << 17
 #: CPU argmax: up to this many lanes holding a block's maximum are rescanned at their own elements;
 #: more (many equal maxima: a constant array) take a second vectorised pass over the block
 ARGMAX_SCAN_LANES = 4
@@ -390,11 +395,12 @@ def _gpu_form(ctx: Ctx) -> bool:
     return ctx.gpu_form
 
 
-def _partials(n: int, gpu: bool, cap: int = 0) -> int:
-    """Workgroups (GPU: at most ``cap``) or blocks of CPU_BLOCK (CPU) of a pass over ``n`` elements."""
+def _partials(n: int, gpu: bool, cap: int = 0, exact: bool = False) -> int:
+    """Workgroups (GPU: at most ``cap``) or blocks (CPU: of CPU_BLOCK, of CPU_BLOCK_EXACT where the
+    result is ``exact``, whatever the partition) of a pass over ``n`` elements."""
     if gpu:
         return builtins.max(1, builtins.min(cap or gpu_workgroups_cap(), -(-n // (GPU_WG * GPU_UNROLL))))
-    return builtins.max(1, -(-n // CPU_BLOCK))
+    return builtins.max(1, -(-n // (CPU_BLOCK_EXACT if exact else CPU_BLOCK)))
 
 
 def _cap(ctx: Ctx, program: Program, deterministic: bool) -> int:
@@ -413,7 +419,8 @@ def _passes(kind: Reduce, t: DataType, post: Post, n: int, gpu: bool, cap: int
     """The passes of ``kind`` over ``n`` elements of ``t``: per pass its program, its workgroups /
     blocks and its output type; the last pass has one workgroup and writes the value."""
     a = accumulator(kind, t)
-    g = _partials(n, gpu, cap)
+    exact = kind.combine is not Combine.ADD
+    g = _partials(n, gpu, cap, exact)
     t_in = t
     out = []
     while True:
@@ -428,7 +435,7 @@ def _passes(kind: Reduce, t: DataType, post: Post, n: int, gpu: bool, cap: int
         if post is Post.MEAN:
             post = Post.NONE
         t_in = a
-        g = _partials(g, gpu, cap)
+        g = _partials(g, gpu, cap, exact)
 
 
 def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, deterministic: bool = False) -> Any:
@@ -516,12 +523,12 @@ def _argmax_passes(t: DataType, n: int, gpu: bool, cap: int) -> tuple[tuple[Prog
     """argmax's passes over ``n`` elements of ``t``: per pass its program and workgroups / blocks;
     every pass after the first reads the partials with their indices."""
     out: list[tuple[Program, int]] = []
-    g = _partials(n, gpu, cap)
+    g = _partials(n, gpu, cap, exact=True)
     while True:
         out.append((argmax_program(t, gpu=gpu, indexed=bool(out)), g))
         if g == 1:
             return tuple(out)
-        g = _partials(g, gpu, cap)
+        g = _partials(g, gpu, cap, exact=True)
 
 
 def _argmax_checked(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:
