@@ -51,7 +51,7 @@ def vyre_kernel(b0_x, b1_out, _gx, _gy, _gz):
             v3_base = uint32(v1_r * v2_cols)
             if (v1_r < uint32(b1_out.shape[0])):
                 v4_s_res = float64(0.0)
-                if (v2_cols >= uint32(128)):
+                if (v2_cols >= uint32(64)):
                     v5_s_L_n = uint32(b0_x.shape[0])
                     v6_s_L_lo = min(v3_base, v5_s_L_n)
                     v7_s_L_len = min(v2_cols, uint32(v5_s_L_n - v6_s_L_lo))
@@ -209,7 +209,7 @@ def vyre_kernel_parallel(b0_x, b1_out, _gx, _gy, _gz):
                 v3_base = uint32(v1_r * v2_cols)
                 if (v1_r < uint32(b1_out.shape[0])):
                     v4_s_res = float64(0.0)
-                    if (v2_cols >= uint32(128)):
+                    if (v2_cols >= uint32(64)):
                         v5_s_L_n = uint32(b0_x.shape[0])
                         v6_s_L_lo = min(v3_base, v5_s_L_n)
                         v7_s_L_len = min(v2_cols, uint32(v5_s_L_n - v6_s_L_lo))
