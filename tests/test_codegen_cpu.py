@@ -109,3 +109,31 @@ def test_workgroup_memory_starts_zeroed_in_every_workgroup(groups: int, count: i
     assert ("_vy_stack(" in emit_cpu(prog)) is (count * 4 <= STACK_BYTES)
     got = dispatch(prog, {"out": np.full(groups, 99, np.uint32)}, backend="cpu", grid=groups)["out"]
     assert not got.any()
+
+
+def test_stack_holds_small_workgroup_buffers_up_to_a_total() -> None:
+    """Workgroup buffers of at most STACK_BYTES go to the stack in declaration order until
+    STACK_TOTAL bytes are used; the rest (and bigger ones) to the heap, and every one of them
+    starts each workgroup zeroed and holds its own values."""
+    import numpy as np
+
+    from vyre import dispatch
+    from vyre.codegen.cpu import STACK_BYTES, STACK_TOTAL, emit_cpu
+    from vyre.ir import U32, Program, load, output, store, u32, wgid, workgroup
+
+    per = STACK_BYTES // 4
+    n = STACK_TOTAL // STACK_BYTES + 2
+    bufs = [workgroup(f"w{i}", per, U32) for i in range(n)]
+    out = output("out", 0, U32)
+    body = []
+    for i, b in enumerate(bufs):
+        body += [store(b, u32(per - 1), wgid() + u32(i + 1))]
+    total = load(bufs[0], u32(per - 1))
+    for b in bufs[1:]:
+        total = total + load(b, u32(per - 1)) * u32(1000) + load(b, u32(0))
+    prog = Program.wrapped([out, *bufs], 1, [*body, store(out, wgid(), total)])
+    src = emit_cpu(prog)
+    assert src.count("_vy_stack(") == 2 * (STACK_TOTAL // STACK_BYTES)  # serial and parallel entries
+    got = dispatch(prog, {"out": np.zeros(3, np.uint32)}, backend="cpu", grid=3)["out"]
+    want = dispatch(prog, {"out": np.zeros(3, np.uint32)}, backend="interp", grid=3)["out"]
+    np.testing.assert_array_equal(got, want)

@@ -501,7 +501,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
         # workgroup buffers: allocated once per call (serial) or per chunk of workgroups (parallel)
         # and zeroed per workgroup, as the interpreter's are (an allocation per workgroup cost
         # about 55 ns: most of a row op's time on short rows)
-        hoisted = [_workgroup_alloc(src[b.name], b) for b in shared]
+        hoisted = _workgroup_allocs(src, shared)
         zeroed = [f"{src[b.name]}[:] = 0" for b in shared]
         group = [*wg_ids, *zeroed, f"for _l in range({program.workgroup_invocations}):",
                  *_indented(lid_em.lines, 1), *_invocation(em.lines, has_return(program.entry), 1)]
@@ -586,17 +586,25 @@ def _cpu_header(cache: bool) -> list[str]:
     ]
 
 
-#: workgroup buffers of at most this many bytes live in the kernel's stack frame (``_vy_stack``)
+#: workgroup buffers of at most this many bytes live in the kernel's stack frame (``_vy_stack``),
+#: up to STACK_TOTAL bytes per kernel in declaration order (a thread pool's stacks are small)
 STACK_BYTES = 4096
+STACK_TOTAL = 16384
 
 
-def _workgroup_alloc(name: str, b: BufferDecl) -> str:
-    """The statement that allocates workgroup buffer ``b`` (contents undefined) as ``name``: small
-    ones on the stack, where LLVM can keep them in registers (they alias no argument)."""
-    t = _np_name(b.element)
-    if b.count * b.element.size_bytes <= STACK_BYTES:
-        return f"{name} = _vy_stack({b.count}, np.{t})"
-    return f"{name} = np.empty({b.count}, np.{t})"
+def _workgroup_allocs(src: dict[str, str], shared: list[BufferDecl]) -> list[str]:
+    """The statements that allocate the workgroup buffers ``shared`` (contents undefined): small
+    ones on the stack, where LLVM can keep them in registers (they alias no argument), the rest
+    (and any past STACK_TOTAL) on the heap."""
+    out, used = [], 0
+    for b in shared:
+        t, size = _np_name(b.element), b.count * b.element.size_bytes
+        if size <= STACK_BYTES and used + size <= STACK_TOTAL:
+            used += size
+            out.append(f"{src[b.name]} = _vy_stack({b.count}, np.{t})")
+        else:
+            out.append(f"{src[b.name]} = np.empty({b.count}, np.{t})")
+    return out
 
 
 def _np_name(t: DataType) -> str:
