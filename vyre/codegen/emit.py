@@ -34,12 +34,12 @@ CODEGEN_VERSION = 18
 #: part of that route's binary keys (kept here, which ``import vyre`` loads, so a cache hit imports no printer).
 CUDA_C_VERSION = 2
 
-# The CUDA launch defaults of interleaved flat kernels (vyre/codegen/interleave.py). They live here,
-# in a module `import vyre` loads anyway, because the driver reads them for a kernel loaded from the
-# binary cache, which must not import the lowering passes.
 #: the u32 operations :meth:`Emitter.wide_expr` spells in int64, and how
 _WIDE_OPS = {BinOpKind.ADD: "+", BinOpKind.SUB: "-", BinOpKind.MUL: "*"}
 
+# The CUDA launch defaults of interleaved flat kernels (vyre/codegen/interleave.py). They live here,
+# in a module `import vyre` loads anyway, because the driver reads them for a kernel loaded from the
+# binary cache, which must not import the lowering passes.
 #: Invocations interleaved per thread on CUDA.
 INTERLEAVE = 4
 #: Dispatches of at least this many invocations launch INTERLEAVE per thread by default (fewer
@@ -513,13 +513,14 @@ class Emitter:
             case Loop(var, start, end, body):
                 s, e = self.expr(start, scope), self.expr(end, scope)
                 inner = dict(scope)
+                self.counter_src = ""
                 counter = self.loop_open(indent, s, e)
                 src = self.bind_local(var, DataType.U32, inner)
                 if var not in self.mutable and all(
                         self.lane_kind(x, scope) is LaneKind.UNIFORM for x in (start, end)):
                     self.lanes.record(src, LaneKind.UNIFORM)
                 self.emit(indent + 1, self.declare(DataType.U32, src, counter))
-                if self.wide_indices and var not in self.mutable:
+                if self.wide_indices and self.counter_src and var not in self.mutable:
                     self.wide[src] = self.counter_src  # start and end are u32: the counter fits
                 saved, saved_ranges = self.facts, self.ranges
                 bound = self.len_of(end, scope)

@@ -38,8 +38,7 @@ from ..ir import (
 from ..ir.expr import lit
 from ._blocks import (
     SUBGROUP, Combine, all_of, bounded_span, halving, isnan, lane_fold, lane_reduce, nan, nan_flags, subgroup_combine,
-    tree,
-    workgroup_combine,
+    tree, workgroup_combine,
 )
 from ._plans import planned
 from ._runtime import Arr, Ctx, OpsError, gpu_workgroups_cap, prepare
