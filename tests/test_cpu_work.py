@@ -71,9 +71,10 @@ def test_a_branch_counts_the_arm_its_condition_takes_and_ids_count_as_zero(n: in
 
 
 def test_a_row_programs_estimate_follows_its_row_length() -> None:
-    """vyre.ops's CPU row sum costed per row: the short-row arm below 128 columns, the lane arm
-    from 128, each growing with the row (a 64-column row was once costed as 13079 statements, and
-    small row ops ran on the thread pool)."""
+    """vyre.ops's CPU row sum costed per row: the short-row arm below LANES_MIN_COLS columns, the
+    lane arm from there, each growing with the row (a 64-column row was once costed as 13079
+    statements, and small row ops ran on the thread pool)."""
+    from vyre.ops._rows import LANES_MIN_COLS as L
     from vyre.ops.rowwise import row_program
 
     prog = row_program("sum", F32, gpu=False, wg=1, resident=0, lanes=True)
@@ -81,9 +82,9 @@ def test_a_row_programs_estimate_follows_its_row_length() -> None:
     def per_row(rows: int, cols: int) -> float:
         return work_per_invocation(prog, {"x": np.zeros(rows * cols, np.float32), "out": np.zeros(rows, np.float32)})
 
-    assert cols_ok(per_row, [16, 64, 127]) and cols_ok(per_row, [128, 1024, 8192])
-    assert per_row(64, 64) < 400 < per_row(4, 128)  # the lane arm's set-up and merge cost more
-    assert per_row(64, 64) == per_row(1, 64)  # every row the same: the first row's estimate
+    assert cols_ok(per_row, [16, L // 2, L - 1]) and cols_ok(per_row, [L, 1024, 8192])
+    assert per_row(64, L // 2) < 400 < per_row(4, L)  # the lane arm's set-up and merge cost more
+    assert per_row(64, L // 2) == per_row(1, L // 2)  # every row the same: the first row's estimate
 
 
 def cols_ok(per_row: Any, cols: list[int]) -> bool:
