@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import vyre
 from vyre.driver import dispatch as vdispatch
 from vyre.driver.launch_policy import set_launch_policy
-from vyre.driver.work import UNKNOWN_TRIPS, work_model, work_per_invocation
+from vyre.driver.work import TRANSCENDENTAL_STATEMENTS, UNKNOWN_TRIPS, work_model, work_per_invocation
 from vyre.examples import fused_chain, matvec
 from vyre.ir import (
     F32, U32, Program, assign, buflen, f32, gid, if_, let, load, loop, output, read, store, u32, var, workgroup,
@@ -68,6 +68,26 @@ def test_a_branch_counts_the_arm_its_condition_takes_and_ids_count_as_zero(n: in
     got = work_per_invocation(p, {"x": np.zeros(n, np.float32), "out": np.zeros(1, np.float32)})
     # let lo, let len, if; then the arm taken: a loop of the first block's min(block, n) trips
     assert got == 3 + (1 + min(block, n) if n >= 128 else 1)
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(0, 300), calls=st.integers(0, 3))
+def test_transcendental_calls_count_as_many_statements(n: int, calls: int) -> None:
+    """A libm call (exp, log, sin, pow...) counts TRANSCENDENTAL_STATEMENTS beside its statement,
+    per call and loop trip; arithmetic and sqrt count nothing extra."""
+    from vyre.ir import BinOpKind, UnOpKind, binop, unop
+
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    v: Any = load(x, var("i"))
+    for k in range(calls):
+        if k % 2 == 0:
+            v = unop((UnOpKind.EXP, UnOpKind.LOG, UnOpKind.SQRT)[k % 3], v)
+        else:
+            v = binop(BinOpKind.POW, v, f32(2.0))
+    libm = sum(1 for k in range(calls) if k % 2 == 1 or k % 3 != 2)  # pow, exp, log; not sqrt
+    p = Program.wrapped([x, out], 1, [loop("i", u32(0), buflen(x), [store(out, var("i"), v * 2.0)])])
+    got = work_per_invocation(p, {"x": np.zeros(n, np.float32), "out": np.zeros(n, np.float32)})
+    assert got == 1 + n * (1 + TRANSCENDENTAL_STATEMENTS * libm)
 
 
 def test_a_row_programs_estimate_follows_its_row_length() -> None:
@@ -230,3 +250,18 @@ def test_with_the_tuner_off_few_heavy_rows_still_run_parallel(tmp_path: Any, mon
     finally:
         set_launch_policy(autotune_installed)
         autotune.reset()
+
+
+def test_rows_of_exponentials_take_the_thread_pool_from_less_work() -> None:
+    """A row softmax of 16x1024 (16K exponentials, about 30 us serial) runs on the pool; 4x64 stays
+    serial. (The tuner still counts an exp as one statement: test_autotune's small fused chain.)"""
+    import vyre.ops as vo
+    from vyre.ops import _plans
+
+    for rows, cols, parallel in ((16, 1024, True), (4, 64, False)):
+        x = np.random.default_rng(rows).standard_normal((rows, cols)).astype(np.float32)
+        _plans.forget()
+        vo.softmax(x, backend="cpu")
+        (plan,) = _plans._plans.values()
+        assert isinstance(plan, _plans.Plan)
+        assert [call.parallel for *_, call in plan.steps] == [parallel]

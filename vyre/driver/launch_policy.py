@@ -45,7 +45,9 @@ def set_launch_policy(policy: LaunchPolicy | None) -> LaunchPolicy | None:
 def measurable(kernel: Kernel, arrays: Mapping[str, Any], invocations: int) -> bool:
     """Would a tuner measure this call? Not below :data:`MIN_TUNE_INVOCATIONS` (launch overhead
     dominates any choice), unless a CPU call's estimated work reaches ``PARALLEL_MIN_WORK`` (few
-    heavy invocations, such as the rows of a softmax)."""
+    heavy invocations, such as the rows of a softmax), counting a transcendental call as one
+    statement: its weight in the serial-or-parallel choice would have a short chain of ``exp`` over
+    16K elements measured for a second and a half on its first call."""
     if invocations >= MIN_TUNE_INVOCATIONS:
         return True
     if kernel.backend != "cpu":
@@ -53,7 +55,7 @@ def measurable(kernel: Kernel, arrays: Mapping[str, Any], invocations: int) -> b
     from .dispatch import PARALLEL_MIN_WORK
     from .work import work_per_invocation
 
-    return invocations * work_per_invocation(kernel.program, arrays) >= PARALLEL_MIN_WORK
+    return invocations * work_per_invocation(kernel.program, arrays, libm=False) >= PARALLEL_MIN_WORK
 
 
 def launch_policy() -> LaunchPolicy | None:

@@ -1,18 +1,18 @@
 """How much work one invocation does: statements executed, loop trip counts included.
 
-The CPU backend runs a dispatch serially or on the thread pool. Invocation count alone is the
-wrong measure: a row softmax over 4096 rows of 4096 columns has few invocations and a great deal
-of work. :func:`work_per_invocation` estimates the statements one invocation executes, each loop
-multiplying its body by its trip count evaluated from the call's arrays: literal bounds,
-``BufLen``, loads at a literal index of a read-only buffer (scalar parameters), locals bound once
-to such expressions, and ``+ - * / % min max >> <<`` and comparisons of them. Invocation,
-workgroup and local ids count as 0: the first invocation's work stands for every invocation's
-(a row or block program's invocations each take one row or block of the same length; a loop
-whose length grows with the id, rare in vyre programs, is underestimated). A bound it
-cannot evaluate (a loaded value, an outer loop variable) counts :data:`UNKNOWN_TRIPS` iterations,
-as the self-substrate's static counts do. A branch whose condition evaluates (a comparison of
-such values: a row program's ``cols >= 128``) counts the arm it takes; any other counts its
-costlier arm (an upper bound).
+The CPU backend runs a dispatch serially or on the thread pool. Invocation count alone is the wrong
+measure: a row softmax over 4096 rows of 4096 columns has few invocations and a great deal of work.
+:func:`work_per_invocation` estimates the statements one invocation executes, each loop multiplying
+its body by its trip count evaluated from the call's arrays: literal bounds, ``BufLen``, loads at a
+literal index of a read-only buffer (scalar parameters), locals bound once to such expressions, and
+``+ - * / % min max >> <<`` and comparisons of them. Invocation, workgroup and local ids count as
+0: the first invocation's work stands for every invocation's (a row or block program's invocations
+each take one row or block of the same length; a loop whose length grows with the id, rare in vyre
+programs, is underestimated). A transcendental call counts :data:`TRANSCENDENTAL_STATEMENTS`. A
+bound it cannot evaluate (a loaded value, an outer loop variable) counts :data:`UNKNOWN_TRIPS`
+iterations, as the self-substrate's static counts do. A branch whose condition evaluates (a
+comparison of such values: a row program's ``cols >= 128``) counts the arm it takes; any other
+counts its costlier arm (an upper bound).
 """
 
 from __future__ import annotations
@@ -23,13 +23,22 @@ from typing import Any, NamedTuple
 
 from ..ir import (
     Assign, BinOp, BinOpKind, Block, BufLen, Cast, Expr, If, InvocationId, Let, LitI32, LitU32, Load, LocalId, Loop,
-    Node, Program, Region, SubgroupLocalId, Var, WorkgroupId, node_exprs, walk, walk_nodes,
+    Node, Program, Region, SubgroupLocalId, UnOp, UnOpKind, Var, WorkgroupId, node_exprs, walk, walk_nodes,
 )
 
-__all__ = ["UNKNOWN_TRIPS", "WorkModel", "work_model", "work_per_invocation"]
+__all__ = ["TRANSCENDENTAL_STATEMENTS", "UNKNOWN_TRIPS", "WorkModel", "work_model", "work_per_invocation"]
 
 #: Iterations assumed for a loop whose bounds cannot be evaluated before the run.
 UNKNOWN_TRIPS = 16
+#: Statements one transcendental function counts (``exp``, ``log``, ``sin``, ``pow``...): the CPU
+#: calls libm once per element, scalar, 2-3 ns, where a vectorised statement takes a fraction of
+#: a ns. Counted as one statement, a row softmax of 16x1024 f32 stayed serial: 30.7 us, 19.3 on
+#: the thread pool (numpy 30); 64x64 16.7 -> 12.3 us (BENCHMARKS.md).
+TRANSCENDENTAL_STATEMENTS = 32
+_TRANSCENDENTAL = frozenset({
+    UnOpKind.EXP, UnOpKind.EXP2, UnOpKind.LOG, UnOpKind.LOG2, UnOpKind.SIN, UnOpKind.COS, UnOpKind.TAN,
+    UnOpKind.ASIN, UnOpKind.ACOS, UnOpKind.ATAN, UnOpKind.SINH, UnOpKind.COSH, UnOpKind.TANH,
+})
 
 Arrays = Mapping[str, Any]  # buffer name -> bound array (anything with .size; numpy for loads)
 _Eval = Callable[[Arrays], float | None]
@@ -119,23 +128,25 @@ _ARITH: dict[BinOpKind, Callable[[float, float], float | None]] = {
 }
 
 
-def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[str]) -> Callable[[Arrays], float]:
-    """Statements executed by ``body`` (loops multiplied by their trip counts)."""
+def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[str], libm: int
+          ) -> Callable[[Arrays], float]:
+    """Statements executed by ``body`` (loops multiplied by their trip counts; a transcendental
+    call ``libm`` more)."""
     flat = 0.0
     loops: list[tuple[_Eval, _Eval, Callable[[Arrays], float]]] = []
     nested: list[Callable[[Arrays], float]] = []
     branches: list[tuple[_Eval, Callable[[Arrays], float], Callable[[Arrays], float]]] = []
     for n in body:
-        flat += 1
+        flat += 1 + libm * _transcendentals(n)
         match n:
             case Loop(_, start, end, inner):
                 loops.append((_bound(start, lets, readonly), _bound(end, lets, readonly),
-                              _body(inner, lets, readonly)))
+                              _body(inner, lets, readonly, libm)))
             case If(cond, then, otherwise):
-                branches.append((_bound(cond, lets, readonly), _body(then, lets, readonly),
-                                 _body(otherwise, lets, readonly)))
+                branches.append((_bound(cond, lets, readonly), _body(then, lets, readonly, libm),
+                                 _body(otherwise, lets, readonly, libm)))
             case Block(inner) | Region(_, inner):
-                nested.append(_body(inner, lets, readonly))
+                nested.append(_body(inner, lets, readonly, libm))
             case _:
                 pass
 
@@ -154,6 +165,12 @@ def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[
         return total
 
     return count
+
+
+def _transcendentals(n: Node) -> int:
+    """Transcendental function calls in ``n``'s own expressions (a loop's or branch's body aside)."""
+    return sum(1 for top in node_exprs(n) for e in walk(top)
+               if (isinstance(e, UnOp) and e.op in _TRANSCENDENTAL) or (isinstance(e, BinOp) and e.op is BinOpKind.POW))
 
 
 _BUFLEN = "\0buflen:"  # prefix of a workgroup buffer's length in the ``lets`` map (no local has it)
@@ -192,27 +209,29 @@ def _reads_elements(program: Program, readonly: frozenset[str]) -> bool:
     return False
 
 
-_cache: dict[int, tuple[Program, WorkModel]] = {}
+_cache: dict[tuple[int, bool], tuple[Program, WorkModel]] = {}
 _lock = threading.Lock()
 
 
-def work_model(program: Program) -> WorkModel:
-    """The program's :class:`WorkModel` (built once per program object)."""
-    hit = _cache.get(id(program))
+def work_model(program: Program, libm: bool = True) -> WorkModel:
+    """The program's :class:`WorkModel` (built once per program object): a transcendental call
+    counts :data:`TRANSCENDENTAL_STATEMENTS` statements, or (``libm=False``) one."""
+    key = (id(program), libm)
+    hit = _cache.get(key)
     if hit is not None and hit[0] is program:
         return hit[1]
     readonly = frozenset(b.name for b in program.buffers if not b.access.writable and not b.is_workgroup)
-    fn = _body(program.entry, _lets(program), readonly)
+    fn = _body(program.entry, _lets(program), readonly, TRANSCENDENTAL_STATEMENTS if libm else 0)
     loops = any(isinstance(n, Loop) for n in walk_nodes(program.entry))
     model = WorkModel(fn, None if loops else fn({}), _reads_elements(program, readonly))
     with _lock:
         if len(_cache) > 4096:
             _cache.clear()
-        _cache[id(program)] = (program, model)
+        _cache[key] = (program, model)
     return model
 
 
-def work_per_invocation(program: Program, arrays: Arrays) -> float:
+def work_per_invocation(program: Program, arrays: Arrays, *, libm: bool = True) -> float:
     """Statements one invocation of ``program`` executes over the call's bound ``arrays`` (an
-    estimate; see the module docs)."""
-    return work_model(program).statements(arrays)
+    estimate; see the module docs; ``libm``: see :func:`work_model`)."""
+    return work_model(program, libm).statements(arrays)
