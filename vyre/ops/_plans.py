@@ -78,20 +78,20 @@ class Plan:
         #: the buffer whose element 0 is the answer, where that is all the op returns
         self.scalar = answers[0].buffer if single and answers[0].how == SCALAR else -1
         self.spare: list[list[np.ndarray]] = []
-        #: (entry, grid) where the plan is one serial call ``entry(*inputs, partial, grid, 1, 1)`` whose
-        #: partial's element 0 is the answer (a whole-array reduction of one block): run's fast path
-        self.one: tuple[Any, int] | None = None
-        if (len(steps) == 1 and not steps[0][0].parallel and len(scratch) == 1 and not fresh and self.scalar >= 0
-                and steps[0][1] == tuple(range(self.scalar + 1))):
-            self.one = (steps[0][0].fn, steps[0][0].grid)
-        #: (entry, grid, length, dtype) where the plan is one serial call ``entry(*inputs, out, grid,
-        #: 1, 1)`` into one new array ``out`` that is the answer as it is (a row op, matvec): run's
-        #: other fast path (0.6 us of bookkeeping less per call)
-        self.result: tuple[Any, int, int, np.dtype] | None = None
+        # run's fast paths: the plan is one serial call ``entry(*inputs, buf, grid, 1, 1)`` into one
+        # buffer ``buf`` after the inputs, whose element 0 is the answer (``one``: a whole-array
+        # reduction of one block; ``buf`` a reused partial) or which is the answer as it is
+        # (``result``: a row op, matvec; ``buf`` new each call): 0.6 us of bookkeeping less per call
         n_in = len(steps[0][1]) - 1 if steps else 0
-        if (len(steps) == 1 and not steps[0][0].parallel and not scratch and len(fresh) == 1 and single
-                and answers[0].how == RESULT and answers[0].buffer == n_in and answers[0].shape == (fresh[0][0],)
-                and steps[0][1] == tuple(range(n_in + 1))):
+        direct = (len(steps) == 1 and not steps[0][0].parallel and single and len(scratch) + len(fresh) == 1
+                  and answers[0].buffer == n_in and steps[0][1] == tuple(range(n_in + 1)))
+        #: (entry, grid) of the ``one`` fast path
+        self.one: tuple[Any, int] | None = None
+        #: (entry, grid, length, dtype) of the ``result`` fast path
+        self.result: tuple[Any, int, int, np.dtype] | None = None
+        if direct and scratch and answers[0].how == SCALAR:
+            self.one = (steps[0][0].fn, steps[0][0].grid)
+        elif direct and fresh and answers[0].how == RESULT and answers[0].shape == (fresh[0][0],):
             self.result = (steps[0][0].fn, steps[0][0].grid, fresh[0][0], fresh[0][1])
 
     def run(self, inputs: list[np.ndarray]) -> Any:
