@@ -286,7 +286,7 @@ if __name__ == "__main__":
         raise SystemExit(f"usage: python -m tests.test_codegen_bounds sim (got {sys.argv[1:]})")
 
 
-# ---- int64 indices (Emitter.index_src) ------------------------------------------------------------
+# ---- int64 indices (Emitter.proven_index) ------------------------------------------------------------
 def _strided_copy() -> Program:
     """``out[p + k] = x[p + k] * 2`` over steps of 4 (``p = j * 4``): every index proven in range by
     the range prover, whose bound of ``p + k`` is the unwrapped sum."""

@@ -72,7 +72,7 @@ class CpuEmitter(Emitter):
     """The shared emitter with the CPU's handling of constant masks, shifts and divisors, and the
     value-range prover (vyre/codegen/ranges.py) deciding which accesses need no guard."""
 
-    wide_indices = True  # proven indices in int64 arithmetic (Emitter.index_src)
+    wide_indices = True  # proven indices in int64 arithmetic (Emitter.proven_index)
 
     def fma(self, a: str, b: str, c: str) -> str:
         return f"_vy_fma({a}, {b}, {c})"

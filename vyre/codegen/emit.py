@@ -189,10 +189,10 @@ class Emitter:
     # unguarded; None (CUDA) keeps to the syntactic facts above
     ranges: RangeCtx | None = None
     # u32 locals whose value an int64 expression also holds: a loop's variable -> its int64
-    # counter (filled where ``wide_indices``; see :meth:`index_src`)
+    # counter (filled where ``wide_indices``; see :meth:`proven_index`)
     wide: dict[str, str] = field(default_factory=dict)
     counter_src: str = ""  # the counter of the loop :meth:`loop_open` opened last
-    #: emit proven indices in int64 arithmetic (:meth:`index_src`; the CPU emitter)
+    #: emit proven indices in int64 arithmetic (:meth:`proven_index`; the CPU emitter)
     wide_indices = False
 
     def __post_init__(self) -> None:
@@ -213,6 +213,12 @@ class Emitter:
     def in_bounds(self, idx_src: str, idx: Expr, buf: BufferDecl, scope: dict[str, Binding] | None = None) -> bool:
         """Is ``idx`` (whose source is ``idx_src``) provably below ``len(buf)`` here? The range
         prover is asked only with the ``scope`` the index is read in (and only on the CPU)."""
+        known = self._known_in_bounds(idx_src, idx, buf)
+        return known if known is not None else self._prover_bounds(idx, buf, scope)
+
+    def _known_in_bounds(self, idx_src: str, idx: Expr, buf: BufferDecl) -> bool | None:
+        """In bounds (or not) by a syntactic fact, a literal below a declared count or a local id
+        into workgroup memory; None: the range prover decides."""
         if (idx_src, buf.name) in self.facts:
             return True
         limit = buf.count if buf.count > 0 else None
@@ -220,30 +226,39 @@ class Emitter:
             return True
         if buf.is_workgroup and isinstance(idx, LocalId):
             return self.program.workgroup_size[idx.axis] <= buf.count
+        return None
+
+    def _prover_bounds(self, idx: Expr, buf: BufferDecl, scope: dict[str, Binding] | None) -> bool:
         return (self.ranges is not None and scope is not None
                 and self.ranges.proves_lt(idx, BufLen(buf.name), self.resolver(scope)))
 
-    def index_src(self, idx_src: str, idx: Expr, buf: BufferDecl, scope: dict[str, Binding]) -> str:
-        """The source of an index already proven in range: ``idx_src``, or (``wide_indices``) the
-        same value in int64 arithmetic. u32 arithmetic wraps, so LLVM must version a loop whose
-        accesses it cannot prove consecutive (a run-time check and a scalar copy of the loop), and
-        the scalar copy's variable-index accesses keep workgroup arrays in memory; int64 indices
-        need no check. Exact where the range prover proves ``idx < len(buf)``: its upper bound
-        of a sum, difference or product is the true (unwrapped) one (a difference only where it
-        proved ``b <= a``), so below ``len(buf) <= 2^32 - 1`` nothing in it wrapped. A syntactic
-        fact (``if p + k < len(x)``) speaks of the wrapped value only: such an index stays u32."""
+    def proven_index(self, idx_src: str, idx: Expr, buf: BufferDecl, scope: dict[str, Binding]) -> str | None:
+        """The source of ``idx`` for an unguarded access of ``buf`` (:meth:`in_bounds`), or None
+        where it needs a guard: ``idx_src``, or (``wide_indices``) the same value in int64
+        arithmetic. u32 arithmetic wraps, so LLVM must version a loop whose accesses it cannot
+        prove consecutive (a run-time check and a scalar copy of the loop), and the scalar copy's
+        variable-index accesses keep workgroup arrays in memory; int64 indices need no check.
+        Exact where the range prover proves ``idx < len(buf)``: its upper bound of a sum,
+        difference or product is the true (unwrapped) one (a difference only where it proved
+        ``b <= a``), so below ``len(buf) <= 2^32 - 1`` nothing in it wrapped. A syntactic fact
+        (``if p + k < len(x)``) speaks of the wrapped value only: such an index stays u32 unless
+        the prover shows it too. The prover runs at most once per access."""
+        known = self._known_in_bounds(idx_src, idx, buf)
+        by_prover = known is None and self._prover_bounds(idx, buf, scope)
+        if not (known or by_prover):
+            return None
         if not self.wide_indices:
             return idx_src
         if isinstance(idx, Var):
             return self.wide.get(idx_src, idx_src)  # a loop's variable: its counter
-        if not (isinstance(idx, BinOp) and idx.op in _WIDE_OPS) or self.ranges is None:
+        if not (isinstance(idx, BinOp) and idx.op in _WIDE_OPS):
             return idx_src
-        if not self.ranges.proves_lt(idx, BufLen(buf.name), self.resolver(scope)):
+        if not (by_prover or self._prover_bounds(idx, buf, scope)):
             return idx_src
         return self.wide_expr(idx, scope)
 
     def wide_expr(self, e: Expr, scope: dict[str, Binding]) -> str:
-        """A u32 expression's value as an int64 expression (:meth:`index_src` says when that is
+        """A u32 expression's value as an int64 expression (:meth:`proven_index` says when that is
         exact): sums, differences and products of locals and literals in int64, anything else
         (which may wrap) as its u32 value."""
         match e:
@@ -273,10 +288,9 @@ class Emitter:
             case Var(name):
                 return scope[name].src
             case Load(buf, index):
-                i, d = sub(index), self.decl(buf)
-                if self.in_bounds(i, index, d, scope):
-                    return self.load(buf, self.index_src(i, index, d, scope), True)
-                return self.load(buf, i, False)
+                i = sub(index)
+                at = self.proven_index(i, index, self.decl(buf), scope)
+                return self.load(buf, i, False) if at is None else self.load(buf, at, True)
             case BufLen(buf):
                 return self.buf_len(buf)
             case InvocationId(axis):
@@ -489,8 +503,9 @@ class Emitter:
                 d = self.decl(buf)
                 i = self.expr(index, scope)
                 v = self.store_value(buf, self.expr(value, scope))
-                if self.in_bounds(i, index, d, scope):
-                    self.emit(indent, self.store(self.buffer_src[buf], self.index_src(i, index, d, scope), v))
+                at = self.proven_index(i, index, d, scope)
+                if at is not None:
+                    self.emit(indent, self.store(self.buffer_src[buf], at, v))
                 else:
                     self.unproven_store(indent, buf, i, v)
             case If(cond, then, otherwise):
