@@ -7,6 +7,7 @@ earlier call's result arrays to a later call."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -39,11 +40,13 @@ values = st.sampled_from([0.0, -0.0, 1.5, -2.25, 3e38, -3e38, 1e-30, np.inf, -np
 @settings(max_examples=25, deadline=None)
 @given(n=st.sampled_from([1, 2, 127, 128, 129, 300, 8191, 8192, 8193, 20000, 70001]),
        dt=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31),
-       specials=st.lists(st.tuples(st.floats(0, 1), values), max_size=3))
-def test_repeated_calls_give_the_checked_bits(n: int, dt: type, seed: int, specials: list[tuple[float, float]]) -> None:
+       specials=st.lists(st.tuples(st.floats(0, 1), values), max_size=3), backend=st.sampled_from([None, "cpu"]))
+def test_repeated_calls_give_the_checked_bits(n: int, dt: type, seed: int, specials: list[tuple[float, float]],
+                                              backend: str | None) -> None:
     """The first call takes the checked path (no plan yet) and plans; the next ones run the plan
     and must give its bits (the checked path's agreement with the interpreter and numpy is
-    tests/test_ops_reduce.py's)."""
+    tests/test_ops_reduce.py's). ``backend=None`` takes the plan through planned's first lookup
+    (one numpy array, the default backend); dot through plan_key."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(n).astype(dt)
     y = rng.standard_normal(n).astype(dt)
@@ -51,9 +54,9 @@ def test_repeated_calls_give_the_checked_bits(n: int, dt: type, seed: int, speci
         x[int(where * (n - 1))] = v
     P.forget()
     for name, fn in [*WHOLE.items(), ("dot", lambda a, backend: vo.dot(a, y, backend=backend))]:
-        want = fn(x, backend="cpu")
+        want = fn(x, backend=backend)
         for _ in range(2):
-            got = fn(x, backend="cpu")
+            got = fn(x, backend=backend)
             assert _same(got, want), (name, n, dt, got, want)
     assert len(P._plans) == len(WHOLE) + 1
 
@@ -61,7 +64,7 @@ def test_repeated_calls_give_the_checked_bits(n: int, dt: type, seed: int, speci
 def test_a_plan_is_remembered_and_then_used(monkeypatch: pytest.MonkeyPatch) -> None:
     x = np.arange(30000, dtype=np.float32)
     vo.sum(x, backend="cpu")
-    hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False, None), {"x": x}, "cpu")
+    hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False, None), (x,), "cpu")
     assert hit is not None and hit[0] in P._plans
     key = hit[0]
     assert len(P._plans[key].steps) == 2  # 30000 elements: four blocks, then their partials
@@ -78,12 +81,21 @@ def test_a_plan_is_remembered_and_then_used(monkeypatch: pytest.MonkeyPatch) -> 
     lambda x: np.frombuffer(b"\0" + x.tobytes(), dtype=x.dtype, offset=1, count=x.size - 1),  # unaligned
     lambda x: x.astype(np.int32),  # a dtype the op refuses
 ])
-def test_arrays_the_machine_code_cannot_take_never_reach_a_plan(make: Callable[[np.ndarray], np.ndarray]) -> None:
+@pytest.mark.parametrize("backend", [None, "cpu"])
+def test_arrays_the_machine_code_cannot_take_never_reach_a_plan(make: Callable[[np.ndarray], np.ndarray],
+                                                                backend: str | None) -> None:
     x = np.linspace(-3, 5, 4001, dtype=np.float32)
-    vo.max(x, backend="cpu")
-    vo.max(x, backend="cpu")
+    vo.max(x, backend=backend)
+    vo.max(x, backend=backend)
     other = make(x)
-    hit = P.plan_key((R.Reduce.MAX, R.Post.NONE, False, None), {"x": other}, "cpu")
+    # planned: an array of other's dtype and shape that a plan can take (other is not C-contiguous,
+    # not aligned, or of a dtype the op refuses)
+    twin = np.require(other, requirements=["C", "A"])
+    for _ in range(2):
+        for op in (vo.max, vo.argmax):
+            with contextlib.suppress(OpsError):
+                op(twin, backend=backend)
+    hit = P.plan_key((R.Reduce.MAX, R.Post.NONE, False, None), (other,), "cpu")
     if other.dtype == np.int32:
         assert hit is not None
         key = hit[0]
@@ -94,8 +106,37 @@ def test_arrays_the_machine_code_cannot_take_never_reach_a_plan(make: Callable[[
         assert key not in P._plans
         return
     assert hit is None
-    assert vo.max(other, backend="cpu") == np.max(other)
-    assert vo.argmax(other, backend="cpu") == np.argmax(other)
+    assert vo.max(other, backend=backend) == np.max(other)
+    assert vo.argmax(other, backend=backend) == np.argmax(other)
+    assert vo.argmax(other[::-1], backend=backend) == np.argmax(other[::-1])
+
+
+def test_a_plan_of_the_default_backend_follows_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan recorded with ``backend=None`` while the CPU was the default must not run once
+    ``VYRE_BACKEND`` names another backend: the call goes where the default now says (the
+    interpreter runs the same program: the same bits)."""
+    x = np.linspace(-1, 2, 3001, dtype=np.float32)
+    cases: list[tuple[Callable[..., Any], np.ndarray]] = [(vo.sum, x), (vo.argmax, x),
+                                                          (vo.row_sum, x[:3000].reshape(30, 100))]
+    P.forget()
+    wants = [fn(arg) for fn, arg in cases]
+    for (fn, arg), want in zip(cases, wants, strict=True):
+        assert _same(fn(arg), want)  # the plan
+
+    def refuse(inputs: list[np.ndarray]) -> Any:
+        raise AssertionError("a CPU plan ran for a call whose default backend is the interpreter")
+
+    plans = list(P._plans.values())
+    assert len(plans) == len(cases)
+    for plan in plans:
+        monkeypatch.setattr(plan, "run", refuse)
+    monkeypatch.setenv("VYRE_BACKEND", "interp")
+    for (fn, arg), want in zip(cases, wants, strict=True):
+        assert _same(fn(arg), want), fn
+    monkeypatch.setenv("VYRE_BACKEND", "cpu")  # the CPU again, named: found through plan_key
+    for fn, arg in cases:
+        with pytest.raises(AssertionError, match="a CPU plan ran"):
+            fn(arg)
 
 
 def test_refused_calls_stay_refused() -> None:
@@ -139,11 +180,11 @@ def test_threads_sharing_a_plan_each_get_their_own_answer(n: int) -> None:
     finally:
         sys.setswitchinterval(interval)
     assert not wrong, wrong[:3]
-    hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False, None), {"x": arrays[0]}, "cpu")
+    hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False, None), (arrays[0],), "cpu")
     assert hit is not None
     plan = P._plans[hit[0]]
     assert len(plan.steps) == (1 if n <= R.CPU_BLOCK else 2) and 1 <= len(plan.spare) <= len(arrays)
-    assert (plan.one is not None) == (n <= R.CPU_BLOCK)
+    assert (plan.path == "scalar") == (n <= R.CPU_BLOCK)
 
 
 def test_a_pass_runs_the_entry_its_checked_dispatch_chose() -> None:
@@ -254,14 +295,14 @@ def test_row_ops_and_matvec_replay_the_checked_bits_into_new_arrays(rows: int, c
     # one serial call into one new array that is the answer takes the short path (Plan.result)
     for k, p in P._plans.items():
         if rows and k[0][0] in ("row_sum", "row_max", "row_lse", "matvec") and isinstance(p, P.Plan):
-            assert (p.result is not None) is (not p.steps[0][1]), k[0]  # steps: (entry, parallel, ...)
+            assert (p.path == "result") is (not p.steps[0][1]), k[0]  # steps: (entry, parallel, ...)
 
 
 def test_an_op_inside_another_ops_record_leaves_the_outer_call_unplanned(monkeypatch: pytest.MonkeyPatch) -> None:
     """A record only sees its own call's launches: an op that calls another op while being recorded
     must not become a plan (it would replay without the inner op's passes)."""
     def outer(x: np.ndarray) -> Any:
-        return P.planned(("outer",), {"x": x}, "cpu", lambda: vo.sum(x, backend="cpu") + vo.max(x, backend="cpu"))
+        return P.planned(("outer",), (x,), "cpu", lambda *_: vo.sum(x, backend="cpu") + vo.max(x, backend="cpu"))
 
     x = np.arange(1000, dtype=np.float32)
     P.forget()

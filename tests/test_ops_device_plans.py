@@ -150,10 +150,10 @@ def test_device_plan_keys_keep_every_distinction(fake_gpu: None) -> None:
     of another library beside it, never reaches a plan."""
     a = FakeCupyArray(np.arange(12, dtype=np.float32).reshape(3, 4))
     b = FakeCupyArray(np.arange(12, dtype=np.float64).reshape(3, 4))
-    keys = {P.plan_key(("softmax", False, None), {"x": x}, None)[0] for x in (a, b, a.reshape(4, 3))}  # type: ignore[index]
+    keys = {P.plan_key(("softmax", False, None), (x,), None)[0] for x in (a, b, a.reshape(4, 3))}  # type: ignore[index]
     assert len(keys) == 3
-    assert P.plan_key(("softmax", True, None), {"x": a}, None) != P.plan_key(("softmax", False, None), {"x": a}, None)
-    assert P.plan_key(("softmax", False, None), {"x": a[:, ::2]}, None) is None
-    assert P.plan_key(("matvec", None), {"m": a, "v": np.ones(4, np.float32)}, None) is None
-    assert P.plan_key(("softmax", False, None), {"x": a}, "cpu") is None
+    assert P.plan_key(("softmax", True, None), (a,), None) != P.plan_key(("softmax", False, None), (a,), None)
+    assert P.plan_key(("softmax", False, None), (a[:, ::2],), None) is None
+    assert P.plan_key(("matvec", None), (a, np.ones(4, np.float32)), None) is None
+    assert P.plan_key(("softmax", False, None), (a,), "cpu") is None
     assert vo.softmax(a).a.shape == (3, 4)  # the checked path still runs where no plan may

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from ..errors import DispatchError
-from ..settings import backend_setting, cuda_simulator
+from ..settings import _RAW_BACKEND_KEY, _RAW_ENV, backend_setting, cuda_simulator
 
 BACKENDS = ("cuda", "cpu", "interp", "cudasim")
 
@@ -37,6 +37,14 @@ def default_backend() -> str:
     if env is not None:
         return check_backend(env)
     return "cuda" if cuda_available() else "cpu"
+
+
+def default_is_cpu() -> bool:
+    """``default_backend() == "cpu"`` without naming an unset backend: True when ``VYRE_BACKEND``
+    is unset and no GPU is usable (a set ``VYRE_BACKEND`` answers False: ask
+    :func:`default_backend`, which checks it). Every op call on numpy arrays asks this, at the
+    cost of one dict lookup and one cached call."""
+    return _RAW_BACKEND_KEY not in _RAW_ENV and not cuda_available()  # type: ignore[operator]
 
 
 def check_backend(name: str) -> str:

@@ -30,13 +30,14 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from ..driver.backends import default_backend, simulator_enabled
+from ..driver.backends import default_backend, default_is_cpu, simulator_enabled
 from ..ir import DataType, Program
 from ._launch import CpuCall, cpu_call, launch
 
 __all__ = ["DevicePlan", "Plan", "Recorder", "forget", "plan_key", "planned", "recording"]
 
 T = TypeVar("T")
+Op = TypeVar("Op", bound=tuple[Any, ...])
 
 #: how a plan's answer is built from a buffer: the buffer shaped (a result the caller keeps),
 #: its element 0 (a numpy scalar), or its element 0 as an int64 index
@@ -63,9 +64,17 @@ class Plan:
     the caller keeps: new each call). Scratch buffers are reused: a call takes a set from
     ``spare`` (list.pop and append are atomic, so two threads never share one; a thread that finds
     none allocates its own) and gives it back once the answers are built (scalars are copies).
-    A plain class of slots, its steps plain tuples: :meth:`run` is the whole cost of a call."""
 
-    __slots__ = ("answers", "fresh", "one", "result", "scalar", "scratch", "single", "spare", "steps")
+    ``run(inputs)`` is the whole cost of a call: a closure made for the plan's shape (``path``),
+    so that a call's Python is a few lines without attribute lookups:
+
+    * ``"result"``: one serial call ``entry(*inputs, answer, grid, 1, 1)`` into one new array
+      that is the answer as it is (a row op, matvec);
+    * ``"scalar"``: one serial call ``entry(*inputs, *scratch, grid, 1, 1)`` into reused scratch,
+      whose buffer's element 0 is the answer (a whole-array reduction of one block, argmax);
+    * ``"general"``: every other plan (several passes, parallel passes, several answers)."""
+
+    __slots__ = ("answers", "fresh", "path", "run", "scratch", "single", "spare", "steps")
 
     def __init__(self, steps: list[tuple[CpuCall, tuple[int, ...]]], scratch: tuple[tuple[int, np.dtype], ...],
                  fresh: tuple[tuple[int, np.dtype], ...], answers: tuple[Answer, ...], single: bool) -> None:
@@ -75,46 +84,34 @@ class Plan:
         self.fresh = fresh
         self.answers = answers
         self.single = single
-        #: the buffer whose element 0 is the answer, where that is all the op returns
-        self.scalar = answers[0].buffer if single and answers[0].how == SCALAR else -1
         self.spare: list[list[np.ndarray]] = []
-        # run's fast paths: the plan is one serial call ``entry(*inputs, buf, grid, 1, 1)`` into one
-        # buffer ``buf`` after the inputs, whose element 0 is the answer (``one``: a whole-array
-        # reduction of one block; ``buf`` a reused partial) or which is the answer as it is
-        # (``result``: a row op, matvec; ``buf`` new each call): 0.6 us of bookkeeping less per call
-        n_in = len(steps[0][1]) - 1 if steps else 0
-        direct = (len(steps) == 1 and not steps[0][0].parallel and single and len(scratch) + len(fresh) == 1
-                  and answers[0].buffer == n_in and steps[0][1] == tuple(range(n_in + 1)))
-        #: (entry, grid) of the ``one`` fast path
-        self.one: tuple[Any, int] | None = None
-        #: (entry, grid, length, dtype) of the ``result`` fast path
-        self.result: tuple[Any, int, int, np.dtype] | None = None
-        if direct and scratch and answers[0].how == SCALAR:
-            self.one = (steps[0][0].fn, steps[0][0].grid)
-        elif direct and fresh and answers[0].how == RESULT and answers[0].shape == (fresh[0][0],):
-            self.result = (steps[0][0].fn, steps[0][0].grid, fresh[0][0], fresh[0][1])
+        self.path, self.run = self._runner(steps)
 
-    def run(self, inputs: list[np.ndarray]) -> Any:
-        if self.result is not None:
-            fn, grid, n, dt = self.result
-            answer = np.empty(n, dt)
-            fn(*inputs, answer, grid, 1, 1)
-            return answer
-        if self.one is not None:
-            fn, grid = self.one
-            try:
-                scratch = self.spare.pop()
-            except IndexError:
-                scratch = [np.empty(n, dt) for n, dt in self.scratch]
-            partial = scratch[0]
-            fn(*inputs, partial, grid, 1, 1)
-            value = partial[0]  # a numpy scalar: a copy
-            self.spare.append(scratch)
-            return value
+    def _runner(self, steps: list[tuple[CpuCall, tuple[int, ...]]]) -> tuple[str, Callable[[list[np.ndarray]], Any]]:
+        # the short paths: one serial call whose arguments are the inputs, then every allocation in
+        # order, and one answer (0.6-1 us of bookkeeping less per call than the general path)
+        n_in = len(steps[0][1]) - len(self.scratch) - len(self.fresh) if steps else 0
+        direct = (len(steps) == 1 and not steps[0][0].parallel and self.single
+                  and steps[0][1] == tuple(range(len(steps[0][1]))) and n_in > 0)
+        (answer,) = self.answers if self.single else (None,)
+        if direct and answer is not None:
+            fn, grid = steps[0][0].fn, steps[0][0].grid
+            one_result = len(self.fresh) == 1 and answer.how == RESULT and answer.shape == (self.fresh[0][0],)
+            if not self.scratch and one_result:
+                return "result", _run_result(fn, grid, *self.fresh[0])
+            if not self.fresh and answer.how in (SCALAR, INDEX):
+                return "scalar", _run_scalar(fn, grid, self.spare, self.scratch, answer.buffer - n_in,
+                                             answer.how == INDEX)
+        return "general", self._run
+
+    def _new_scratch(self) -> list[np.ndarray]:
+        return [np.empty(n, dt) for n, dt in self.scratch]
+
+    def _run(self, inputs: list[np.ndarray]) -> Any:
         try:
             scratch = self.spare.pop()
         except IndexError:
-            scratch = [np.empty(n, dt) for n, dt in self.scratch]
+            scratch = self._new_scratch()
         bufs = inputs + scratch
         if self.fresh:
             bufs += [np.empty(n, dt) for n, dt in self.fresh]
@@ -123,9 +120,7 @@ class Plan:
                 call.call(*pick(bufs))
             else:
                 fn(*pick(bufs), grid, 1, 1)
-        if self.scalar >= 0:
-            out = bufs[self.scalar][0]  # a numpy scalar: a copy
-        elif self.single:
+        if self.single:
             out = _answer(bufs, self.answers[0])
         else:
             out = tuple([_answer(bufs, a) for a in self.answers])
@@ -133,9 +128,59 @@ class Plan:
         return out
 
 
+def _run_result(fn: Any, grid: int, n: int, dt: np.dtype) -> Callable[[list[np.ndarray]], np.ndarray]:
+    """Plan.run of a ``"result"`` plan."""
+    empty = np.empty
+
+    def run(inputs: list[np.ndarray]) -> np.ndarray:
+        answer = empty(n, dt)
+        fn(*inputs, answer, grid, 1, 1)
+        return answer
+
+    return run
+
+
+def _run_scalar(fn: Any, grid: int, spare: list[list[np.ndarray]], scratch: tuple[tuple[int, np.dtype], ...],
+                which: int, index: bool) -> Callable[[list[np.ndarray]], Any]:
+    """Plan.run of a ``"scalar"`` plan: the answer is element 0 of scratch buffer ``which`` (a
+    numpy scalar, so a copy), or with ``index`` that element as an int64 (through a reused int64
+    cell kept after the scratch buffers: half the time of ``np.int64(int)``)."""
+    def new() -> list[np.ndarray]:
+        return [np.empty(n, dt) for n, dt in scratch]
+
+    if not index:
+        def run(inputs: list[np.ndarray]) -> Any:
+            try:
+                bufs = spare.pop()
+            except IndexError:
+                bufs = new()
+            fn(*inputs, *bufs, grid, 1, 1)
+            value = bufs[which][0]
+            spare.append(bufs)
+            return value
+
+        return run
+
+    last = len(scratch)
+
+    def run_index(inputs: list[np.ndarray]) -> Any:
+        try:
+            bufs = spare.pop()
+        except IndexError:
+            bufs = [*new(), np.empty(1, np.int64)]
+        fn(*inputs, *bufs[:last], grid, 1, 1)
+        cell = bufs[last]
+        cell[0] = bufs[which][0]
+        value = cell[0]
+        spare.append(bufs)
+        return value
+
+    return run_index
+
+
 def _answer(bufs: list[np.ndarray], a: Answer) -> Any:
     if a.how == SCALAR:
-        return bufs[a.buffer][0]
+        return bufs[a.buffer][0]  # a numpy scalar: a copy
     if a.how == RESULT:
         out = bufs[a.buffer]
         return out if out.shape == a.shape else out.reshape(a.shape)  # a reshape costs 0.2 us
@@ -263,28 +308,18 @@ def recording() -> Recorder | None:
 _plans: dict[tuple[Any, ...], Plan | DevicePlan] = {}
 
 
-def plan_key(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None
+def plan_key(op: tuple[Any, ...], inputs: tuple[Any, ...], backend: str | None
              ) -> tuple[tuple[Any, ...], list[Any]] | None:
     """The plan key of this call and its inputs as a plan takes them (flat views), or None where
     the call must take the checked path: numpy arrays off the CPU backend, device arrays off CUDA,
     or an array prepare would copy or refuse (not C-contiguous, unaligned, of another library)."""
-    if len(named) == 1:  # the common case first, without a loop (this runs on every call)
-        (x,) = named.values()
-        if type(x) is not np.ndarray:
-            return _device_key(op, named, backend)
-        if backend != "cpu" and (backend is not None or default_backend() != "cpu"):
-            return None
-        flags = x.flags
-        if not (flags.c_contiguous and flags.aligned):
-            return None
-        return (op, backend, x.dtype, x.shape), [x if x.ndim == 1 else x.ravel()]  # a view: C-contiguous
-    if type(next(iter(named.values()), None)) is not np.ndarray:
-        return _device_key(op, named, backend)
-    if backend != "cpu" and (backend is not None or default_backend() != "cpu"):
+    if type(inputs[0]) is not np.ndarray:
+        return _device_key(op, inputs, backend)
+    if backend != "cpu" and (backend is not None or not (default_is_cpu() or default_backend() == "cpu")):
         return None
     key: list[Any] = [op, backend]
     flat = []
-    for x in named.values():
+    for x in inputs:
         if type(x) is not np.ndarray:
             return None
         flags = x.flags
@@ -295,7 +330,7 @@ def plan_key(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None
     return tuple(key), flat
 
 
-def _device_key(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None
+def _device_key(op: tuple[Any, ...], inputs: tuple[Any, ...], backend: str | None
                 ) -> tuple[tuple[Any, ...], list[Any]] | None:
     """:func:`plan_key` for CuPy arrays and CUDA tensors on the real GPU (the library, device,
     dtype and shape of each array are the key; all of one library, C-contiguous)."""
@@ -303,7 +338,7 @@ def _device_key(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | No
         return None
     key: list[Any] = [op, backend]
     flat = []
-    for x in named.values():
+    for x in inputs:
         mod = type(x).__module__
         if mod.startswith("cupy") and hasattr(x, "device"):
             if not x.flags.c_contiguous:
@@ -321,14 +356,25 @@ def _device_key(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | No
     return tuple(key), flat
 
 
-def planned(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None,
-            checked: Callable[..., T], *args: Any) -> T:
-    """``checked(*args)`` (the op as written, over the arrays ``named``), or its plan where one
-    exists for this key; the first call of a key is recorded into one. ``op``: the op's name and
-    every option that changes what it runs or returns (a forced program form included)."""
-    hit = plan_key(op, named, backend)
+def planned(op: Op, inputs: tuple[Any, ...], backend: str | None,
+            checked: Callable[[Op, tuple[Any, ...], str | None], T]) -> T:
+    """``checked(op, inputs, backend)`` (the op as written), or its plan where one exists for
+    this key; the first call of a key is recorded into one. ``op``: the op's name and every option
+    that changes what it runs or returns (a forced program form included), which is all
+    ``checked`` gets besides the arrays and the backend argument."""
+    if backend is None and len(inputs) == 1:
+        # the common call (one numpy array, the default backend) looks its plan up first, and
+        # checks what plan_key would only once a plan exists: 0.5 us less per call
+        (x,) = inputs
+        if type(x) is np.ndarray:
+            plan = _plans.get((op, None, x.dtype, x.shape))
+            if plan is not None:
+                flags = x.flags
+                if flags.c_contiguous and flags.aligned and default_is_cpu():
+                    return plan.run([x if x.ndim == 1 else x.ravel()])  # type: ignore[no-any-return]
+    hit = plan_key(op, inputs, backend)
     if hit is None:
-        return checked(*args)
+        return checked(op, inputs, backend)
     key, flat = hit
     plan = _plans.get(key)
     if plan is not None:
@@ -336,11 +382,11 @@ def planned(op: tuple[Any, ...], named: Mapping[str, Any], backend: str | None,
     outer = _recording.get()
     if outer is not None:
         outer.complete = False  # an op inside another op's record: the outer record would miss its passes
-        return checked(*args)
+        return checked(op, inputs, backend)
     rec = Recorder(len(flat), "cpu" if type(flat[0]) is np.ndarray else "cuda")
     token = _recording.set(rec)
     try:
-        out = checked(*args)
+        out = checked(op, inputs, backend)
     finally:
         _recording.reset(token)
     made = rec.plan(out, flat[0])

@@ -252,10 +252,12 @@ def _check(arrs: dict) -> tuple[int, int]:
 
 def matvec(m: Any, v: Any, *, backend: str | None = None, _gpu_form: bool | None = None) -> Any:
     """``m @ v`` for a 2-D ``m`` (rows, cols) and a 1-D ``v`` (cols); f32 accumulates in f64."""
-    return planned(("matvec", _gpu_form), {"m": m, "v": v}, backend, _matvec, m, v, backend, _gpu_form)
+    return planned(("matvec", _gpu_form), (m, v), backend, _matvec)
 
 
-def _matvec(m: Any, v: Any, backend: str | None, gpu_form: bool | None) -> Any:
+def _matvec(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    _, gpu_form = op
+    m, v = inputs
     ctx, arrs = prepare({"m": m, "v": v}, backend)
     if gpu_form is not None:
         ctx.gpu_form = gpu_form
@@ -274,10 +276,11 @@ def _matvec(m: Any, v: Any, backend: str | None, gpu_form: bool | None) -> Any:
 def matvec_grad(m: Any, v: Any, g: Any, *, backend: str | None = None) -> tuple[Any, Any]:
     """``(grad_m, grad_v) = (outer(g, v), m^T g)``: the vector-Jacobian product of ``matvec`` for
     the cotangent ``g`` (rows,)."""
-    return planned(("matvec_grad",), {"m": m, "v": v, "g": g}, backend, _matvec_grad, m, v, g, backend)
+    return planned(("matvec_grad",), (m, v, g), backend, _matvec_grad)
 
 
-def _matvec_grad(m: Any, v: Any, g: Any, backend: str | None) -> tuple[Any, Any]:
+def _matvec_grad(op: tuple[str], inputs: tuple[Any, ...], backend: str | None) -> tuple[Any, Any]:
+    m, v, g = inputs
     ctx, arrs = prepare({"m": m, "v": v, "g": g}, backend)
     rows, cols = _check(arrs)
     if arrs["g"].shape != (rows,):

@@ -452,14 +452,16 @@ def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, determin
 
 def _reduce(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
             gpu_form: bool | None = None, deterministic: bool = False) -> Any:
-    """One reduction (replayed from its second call: vyre.ops._plans); ``gpu_form`` (tests)
+    """One reduction over the arrays ``named`` (``x``, and ``y`` for dot); ``gpu_form`` (tests)
     forces a program form."""
-    return planned((kind, post, deterministic, gpu_form), named, backend,
-                   _reduce_checked, kind, post, named, backend, gpu_form, deterministic)
+    return planned((kind, post, deterministic, gpu_form), tuple(named.values()), backend, _reduce_checked)
 
 
-def _reduce_checked(kind: Reduce, post: Post, named: dict[str, Any], backend: str | None,
-                    gpu_form: bool | None = None, deterministic: bool = False) -> Any:
+def _reduce_checked(op: tuple[Reduce, Post, bool, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    """The reduction ``op`` (kind, post, deterministic, forced form) as written (vyre.ops._plans
+    replays what it did)."""
+    kind, post, deterministic, gpu_form = op
+    named = {"x": inputs[0]} if len(inputs) == 1 else {"x": inputs[0], "y": inputs[1]}
     ctx, arrs = prepare(named, backend, ndim=1 if kind is Reduce.DOT else None)
     if gpu_form is not None:
         ctx.gpu_form = gpu_form
@@ -474,47 +476,58 @@ def _reduce_checked(kind: Reduce, post: Post, named: dict[str, Any], backend: st
 # GPU models may round differently; ``deterministic=True`` fixes it (1024 workgroups), so the bits
 # depend only on the input and the program form (docs/ops.md, "Determinism").
 
+
+def _keys(kind: Reduce, post: Post) -> tuple[tuple[Reduce, Post, bool, None], tuple[Reduce, Post, bool, None]]:
+    """The plan keys of a public reduction, without and with ``deterministic`` (built once: an enum
+    member lookup costs 0.1 us in Python 3.11, a fifth of a small call's Python)."""
+    return (kind, post, False, None), (kind, post, True, None)
+
+
+_SUM, _MEAN, _MAX, _MIN = (_keys(Reduce.SUM, Post.NONE), _keys(Reduce.SUM, Post.MEAN), _keys(Reduce.MAX, Post.NONE),
+                           _keys(Reduce.MIN, Post.NONE))
+_DOT, _NORM = _keys(Reduce.DOT, Post.NONE), _keys(Reduce.SUMSQ, Post.SQRT)
+
+
 def sum(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Sum of all elements (0 for an empty array). f32 accumulates in f64. See docs/ops.md for the
     error bound and NaN rules; every call is bit-identical to the last on the same backend."""
-    return _reduce(Reduce.SUM, Post.NONE, {"x": x}, backend, deterministic=deterministic)
+    return planned(_SUM[bool(deterministic)], (x,), backend, _reduce_checked)
 
 
 def mean(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Arithmetic mean (NaN for an empty array)."""
-    return _reduce(Reduce.SUM, Post.MEAN, {"x": x}, backend, deterministic=deterministic)
+    return planned(_MEAN[bool(deterministic)], (x,), backend, _reduce_checked)
 
 
 def max(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Largest element; NaN if any element is NaN; -inf for an empty array."""
-    return _reduce(Reduce.MAX, Post.NONE, {"x": x}, backend, deterministic=deterministic)
+    return planned(_MAX[bool(deterministic)], (x,), backend, _reduce_checked)
 
 
 def min(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Smallest element; NaN if any element is NaN; +inf for an empty array."""
-    return _reduce(Reduce.MIN, Post.NONE, {"x": x}, backend, deterministic=deterministic)
+    return planned(_MIN[bool(deterministic)], (x,), backend, _reduce_checked)
 
 
 def dot(x: Any, y: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """``sum(x * y)`` of two 1-D arrays of one length (0 when empty); f32 in f64."""
-    return _reduce(Reduce.DOT, Post.NONE, {"x": x, "y": y}, backend, deterministic=deterministic)
+    return planned(_DOT[bool(deterministic)], (x, y), backend, _reduce_checked)
 
 
 def norm(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Euclidean norm ``sqrt(sum(x * x))`` over all elements (0 when empty). f32 squares are summed
     in f64, so they never overflow; f64 squares overflow past 1e154, as numpy's do."""
-    return _reduce(Reduce.SUMSQ, Post.SQRT, {"x": x}, backend, deterministic=deterministic)
+    return planned(_NORM[bool(deterministic)], (x,), backend, _reduce_checked)
 
 
 def argmax(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Flat index of the first maximum (numpy's rule: the first NaN if there is one), as an int64
     scalar (numpy) or 0-d uint32 device array (device input). An empty array is an error."""
-    return _argmax(x, backend, deterministic=deterministic)
+    return planned(("argmax", deterministic, None), (x,), backend, _argmax_checked)
 
 
 def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:
-    return planned(("argmax", deterministic, gpu_form), {"x": x}, backend, _argmax_checked, x, backend, gpu_form,
-                   deterministic)
+    return planned(("argmax", deterministic, gpu_form), (x,), backend, _argmax_checked)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -530,7 +543,9 @@ def _argmax_passes(t: DataType, n: int, gpu: bool, cap: int) -> tuple[tuple[Prog
         g = _partials(g, gpu, cap, exact=True)
 
 
-def _argmax_checked(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:
+def _argmax_checked(op: tuple[str, bool, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    _, deterministic, gpu_form = op
+    (x,) = inputs
     ctx, arrs = prepare({"x": x}, backend)
     if gpu_form is not None:
         ctx.gpu_form = gpu_form
@@ -539,10 +554,10 @@ def _argmax_checked(x: Any, backend: str | None, gpu_form: bool | None = None, d
         raise OpsError("argmax of an empty array has no answer. Fix: check x.size > 0 before calling")
     t = arrs["x"].dtype
     gpu = _gpu_form(ctx)
-    inputs: dict[str, Any] = {"x": arrs["x"].data}
+    reads: dict[str, Any] = {"x": arrs["x"].data}
     cap = _cap(ctx, argmax_program(t, gpu=True, indexed=False), deterministic) if gpu else 0
     for prog, g in _argmax_passes(t, n, gpu, cap):
         val, idx = ctx.empty(g, t), ctx.empty(g, U32)
-        ctx.run(prog, {**inputs, "val": val, "idx": idx}, g)
-        inputs = {"x": val, "xi": idx}
+        ctx.run(prog, {**reads, "val": val, "idx": idx}, g)
+        reads = {"x": val, "xi": idx}
     return ctx.index(idx)

@@ -328,10 +328,13 @@ def _prep(named: dict[str, Any], backend: str | None, gpu_form: bool | None
 
 
 def _row_reduce(kind: str, x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
-    return planned(("row_" + kind, gpu_form), {"x": x}, backend, _row_reduce_checked, kind, x, backend, gpu_form)
+    return planned(("row_" + kind, gpu_form), (x,), backend, _row_reduce_checked)
 
 
-def _row_reduce_checked(kind: str, x: Any, backend: str | None, gpu_form: bool | None) -> Any:
+def _row_reduce_checked(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    name, gpu_form = op
+    kind = name[4:]  # "row_sum" -> "sum"
+    (x,) = inputs
     ctx, arrs, rows, _, kw = _prep({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     out = ctx.empty(rows, t)
@@ -344,26 +347,28 @@ def _row_reduce_checked(kind: str, x: Any, backend: str | None, gpu_form: bool |
 
 def row_sum(x: Any, *, backend: str | None = None) -> Any:
     """Sum of each row of a 2-D array (0 for an empty row), f32 accumulated in f64."""
-    return _row_reduce("sum", x, backend)
+    return planned(("row_sum", None), (x,), backend, _row_reduce_checked)
 
 
 def row_max(x: Any, *, backend: str | None = None) -> Any:
     """Maximum of each row (NaN if the row has one, -inf for an empty row)."""
-    return _row_reduce("max", x, backend)
+    return planned(("row_max", None), (x,), backend, _row_reduce_checked)
 
 
 def logsumexp(x: Any, *, backend: str | None = None) -> Any:
     """``log(sum(exp(x), axis=-1))`` of a 2-D array, stable (-inf for an empty or all -inf row)."""
-    return _row_reduce("lse", x, backend)
+    return planned(("row_lse", None), (x,), backend, _row_reduce_checked)
 
 
 def softmax(x: Any, *, backend: str | None = None, return_lse: bool = False,
             _gpu_form: bool | None = None) -> Any:
     """Row softmax of a 2-D array; with ``return_lse`` also each row's log-sum-exp."""
-    return planned(("softmax", return_lse, _gpu_form), {"x": x}, backend, _softmax, x, backend, return_lse, _gpu_form)
+    return planned(("softmax", return_lse, _gpu_form), (x,), backend, _softmax)
 
 
-def _softmax(x: Any, backend: str | None, return_lse: bool, gpu_form: bool | None) -> Any:
+def _softmax(op: tuple[str, bool, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    _, return_lse, gpu_form = op
+    (x,) = inputs
     ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     y, lse = ctx.empty(rows * cols, t), ctx.empty(rows, t)
@@ -375,10 +380,12 @@ def _softmax(x: Any, backend: str | None, return_lse: bool, gpu_form: bool | Non
 
 def softmax_grad(y: Any, g: Any, *, backend: str | None = None, _gpu_form: bool | None = None) -> Any:
     """The vector-Jacobian product of softmax: ``dx`` for the softmax output ``y`` and cotangent ``g``."""
-    return planned(("softmax_grad", _gpu_form), {"y": y, "g": g}, backend, _softmax_grad, y, g, backend, _gpu_form)
+    return planned(("softmax_grad", _gpu_form), (y, g), backend, _softmax_grad)
 
 
-def _softmax_grad(y: Any, g: Any, backend: str | None, gpu_form: bool | None) -> Any:
+def _softmax_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    _, gpu_form = op
+    y, g = inputs
     ctx, arrs, rows, cols, kw = _prep({"y": y, "g": g}, backend, gpu_form)
     _same_shape(arrs, ("y", "g"))
     t = arrs["y"].dtype
@@ -392,11 +399,12 @@ def _softmax_grad(y: Any, g: Any, backend: str | None, gpu_form: bool | None) ->
 def logsumexp_grad(x: Any, lse: Any, g: Any, *, backend: str | None = None,
                    _gpu_form: bool | None = None) -> Any:
     """``dx`` of ``logsumexp(x)`` (whose value is ``lse``) for the per-row cotangent ``g``."""
-    return planned(("logsumexp_grad", _gpu_form), {"x": x, "lse": lse, "g": g}, backend, _logsumexp_grad,
-                   x, lse, g, backend, _gpu_form)
+    return planned(("logsumexp_grad", _gpu_form), (x, lse, g), backend, _logsumexp_grad)
 
 
-def _logsumexp_grad(x: Any, lse: Any, g: Any, backend: str | None, gpu_form: bool | None) -> Any:
+def _logsumexp_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    _, gpu_form = op
+    x, lse, g = inputs
     ctx, arrs, rows, cols, kw = _prep({"x": x, "lse": lse, "g": g}, backend, gpu_form)
     for name in ("lse", "g"):
         if arrs[name].shape != (rows,):
@@ -416,11 +424,12 @@ def layer_norm(x: Any, eps: float = 1e-5, *, backend: str | None = None, return_
     ``return_stats`` also the per-row ``mean`` and ``rstd`` that :func:`layer_norm_grad` takes."""
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
         raise OpsError(f"eps must be a finite float >= 0, got {eps!r}. Fix: pass e.g. eps=1e-5")
-    return planned(("layer_norm", float(eps), return_stats, _gpu_form), {"x": x}, backend, _layer_norm,
-                   x, float(eps), backend, return_stats, _gpu_form)
+    return planned(("layer_norm", float(eps), return_stats, _gpu_form), (x,), backend, _layer_norm)
 
 
-def _layer_norm(x: Any, eps: float, backend: str | None, return_stats: bool, gpu_form: bool | None) -> Any:
+def _layer_norm(op: tuple[str, float, bool, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    _, eps, return_stats, gpu_form = op
+    (x,) = inputs
     ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     y, mean, rstd = ctx.empty(rows * cols, t), ctx.empty(rows, t), ctx.empty(rows, t)
@@ -434,12 +443,12 @@ def _layer_norm(x: Any, eps: float, backend: str | None, return_stats: bool, gpu
 def layer_norm_grad(x: Any, g: Any, mean: Any, rstd: Any, *, backend: str | None = None,
                     _gpu_form: bool | None = None) -> Any:
     """``dx`` of :func:`layer_norm` for cotangent ``g``, from the statistics it returned."""
-    named = {"x": x, "g": g, "mean": mean, "rstd": rstd}
-    return planned(("layer_norm_grad", _gpu_form), named, backend, _layer_norm_grad, named, backend, _gpu_form)
+    return planned(("layer_norm_grad", _gpu_form), (x, g, mean, rstd), backend, _layer_norm_grad)
 
 
-def _layer_norm_grad(named: dict[str, Any], backend: str | None, gpu_form: bool | None) -> Any:
-    ctx, arrs, rows, cols, kw = _prep(named, backend, gpu_form)
+def _layer_norm_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    _, gpu_form = op
+    ctx, arrs, rows, cols, kw = _prep(dict(zip(("x", "g", "mean", "rstd"), inputs, strict=True)), backend, gpu_form)
     _same_shape(arrs, ("x", "g"))
     for name in ("mean", "rstd"):
         if arrs[name].shape != (rows,):
