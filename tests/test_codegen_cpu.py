@@ -137,3 +137,40 @@ def test_stack_holds_small_workgroup_buffers_up_to_a_total() -> None:
     got = dispatch(prog, {"out": np.zeros(3, np.uint32)}, backend="cpu", grid=3)["out"]
     want = dispatch(prog, {"out": np.zeros(3, np.uint32)}, backend="interp", grid=3)["out"]
     np.testing.assert_array_equal(got, want)
+
+
+def test_workgroup_ids_on_a_3d_grid_serial_and_parallel() -> None:
+    """Both CPU entries of a program with workgroup memory count the workgroups of a 3-D grid in
+    order (the serial one with nested loops, the parallel one per chunk with carries from the
+    chunk's first id): every workgroup runs once with its own (x, y, z) id. Grids whose chunks
+    start mid-row and mid-plane, and axes of length 1."""
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from vyre.ir import U32, Program, load, output, read, store, u32, wgid, workgroup
+
+    dims = read("dims", 0, U32)  # gx, gy: the program's flat index of a workgroup
+    out = output("out", 1, U32)
+    seen = workgroup("seen", 2, U32)
+    flat = wgid(0) + load(dims, u32(0)) * (wgid(1) + load(dims, u32(1)) * wgid(2))
+    prog = Program.wrapped([dims, out, seen], 1, [
+        store(seen, u32(1), wgid(0) + u32(1000) * wgid(1) + u32(1000000) * wgid(2)),
+        store(out, flat, load(out, flat) + load(seen, u32(1)) + u32(1) + load(seen, u32(0))),
+        store(seen, u32(0), u32(7)),  # a later workgroup must see 0 here again
+    ])
+    k = vcompile(prog, "cpu", disk_cache=False)  # this emitter's code, not a cached build
+    entries = [k._fn, k._fn_parallel]
+    assert entries[1] is not None
+
+    @settings(max_examples=30, deadline=None)
+    @given(gx=st.integers(1, 300), gy=st.integers(1, 7), gz=st.integers(1, 5))
+    def check(gx: int, gy: int, gz: int) -> None:
+        z, y, x = np.meshgrid(np.arange(gz), np.arange(gy), np.arange(gx), indexing="ij")
+        want = (x + 1000 * y + 1000000 * z + 1).astype(np.uint32).ravel()
+        for fn in entries:
+            got = np.zeros(gx * gy * gz, np.uint32)
+            fn(np.array([gx, gy], np.uint32), got, gx, gy, gz)
+            np.testing.assert_array_equal(got, want)
+
+    check()

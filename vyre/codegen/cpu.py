@@ -503,21 +503,38 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
         # about 55 ns: most of a row op's time on short rows)
         hoisted = _workgroup_allocs(src, shared)
         zeroed = [f"{src[b.name]}[:] = 0" for b in shared]
-        group = [*wg_ids, *zeroed, f"for _l in range({program.workgroup_invocations}):",
+        # the workgroup's statements, given its id (_w0, _w1, _w2)
+        group = ["_wg0 = uint32(_w0)", "_wg1 = uint32(_w1)", "_wg2 = uint32(_w2)", *zeroed,
+                 f"for _l in range({program.workgroup_invocations}):",
                  *_indented(lid_em.lines, 1), *_invocation(em.lines, has_return(program.entry), 1)]
         sig = _sig(program, ("int64", "int64", "int64"))
+        # workgroups in order, their ids counted by nested loops: dividing a flat index (three
+        # int64 divisions) cost a row op about 6 ns a row
         out = ["", "", f"_SIG = {sig}", serial_decl, f"def vyre_kernel({storage_params}_gx, _gy, _gz):",
-               *_indented(hoisted, 1), "    for _w in range(_gx * _gy * _gz):", *_indented(group, 2)]
+               *_indented(hoisted, 1), "    for _w2 in range(_gz):", "        for _w1 in range(_gy):",
+               "            for _w0 in range(_gx):", *_indented(group, 4)]
         if par and shared:
+            # a chunk's first id divided out once, then counted with carries
             out += ["", "", parallel_decl, f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
                     "    _nw = _gx * _gy * _gz",
                     f"    _nc = min(_nw, {PARALLEL_CHUNKS})",
                     "    for _c in numba.prange(_nc):",
                     *_indented(hoisted, 2),
-                    "        for _w in range(_c * _nw // _nc, (_c + 1) * _nw // _nc):", *_indented(group, 3)]
+                    "        _lo = _c * _nw // _nc",
+                    "        _w0 = _lo % _gx",
+                    "        _w1 = (_lo // _gx) % _gy",
+                    "        _w2 = _lo // (_gx * _gy)",
+                    "        for _w in range(_lo, (_c + 1) * _nw // _nc):", *_indented(group, 3),
+                    "            _w0 += 1",
+                    "            if _w0 == _gx:",
+                    "                _w0 = 0",
+                    "                _w1 += 1",
+                    "                if _w1 == _gy:",
+                    "                    _w1 = 0",
+                    "                    _w2 += 1"]
         elif par:
             out += ["", "", parallel_decl, f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
-                    "    for _w in numba.prange(_gx * _gy * _gz):", *_indented(group, 2)]
+                    "    for _w in numba.prange(_gx * _gy * _gz):", *_indented([*wg_ids, *group[3:]], 2)]
         out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
         return _module(cache, out, vectorize)
     ls = _Lockstep(program, em, "_bufs, _lanes")
