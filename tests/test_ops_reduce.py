@@ -5,6 +5,7 @@ docs/ops.md, determinism and bad input. The simulator runs in tests/test_ops_sim
 from __future__ import annotations
 
 import math
+from builtins import max as builtins_max
 
 import numpy as np
 import pytest
@@ -129,6 +130,53 @@ def test_exact_reductions_take_long_blocks(n: int, where: float, nan: bool, dtyp
     assert ops.argmax(x, backend="cpu") == x.argmax()
     passes = R._passes(R.Reduce.MAX, DataType.F32 if dtype is np.float32 else DataType.F64, R.Post.NONE, n, False, 0)
     assert [g for _, g, _ in passes] == ([1] if n <= R.CPU_BLOCK_EXACT else [-(-n // R.CPU_BLOCK_EXACT), 1])
+
+
+def _segment(dtype: type) -> int:
+    """Elements per segment of the CPU argmax (vyre.ops.reduce._argmax_lanes), at least."""
+    return R.CPU_BLOCK_EXACT * R.CPU_LANES * np.dtype(dtype).itemsize // R.ARGMAX_SNAPSHOT_BYTES
+
+
+def _first_argmax(v: np.ndarray, xi: np.ndarray) -> int:
+    """The lowest ``xi`` among the elements holding the maximum (NaN: among the NaNs)."""
+    hold = np.isnan(v) if np.isnan(v).any() else v == v.max()
+    return int(xi[hold].min())
+
+
+@given(segs=st.floats(0.1, 3.5), dtype=st.sampled_from([np.float32, np.float64]),
+       plants=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["max", "nan", "inf", "-inf"])), max_size=6),
+       base=st.sampled_from(["normal", "constant", "-inf"]), seed=st.integers(0, 2**31))
+@settings(max_examples=40, deadline=None)
+def test_argmax_finds_the_first_maximum_across_segments(segs: float, dtype: type, plants: list[tuple[float, str]],
+                                                        base: str, seed: int) -> None:
+    """The CPU argmax finds the lowest index holding a block's maximum by scanning one segment of
+    each lane that holds it: equal maxima in several lanes and segments, the first of several
+    NaNs, +-inf, constant and all -inf blocks, blocks of one segment and of several, a last
+    segment shorter than the rest, and a block longer than its snapshots hold (one workgroup over
+    the whole array: segments grow). Checked against numpy on both entries, and through
+    ``xi`` (a later pass: the index is xi's, not the position)."""
+    from vyre import dispatch
+    from vyre.ir import F32, F64
+
+    n = builtins_max(1, int(segs * _segment(dtype)))
+    rng = np.random.default_rng(seed)
+    x = {"normal": rng.standard_normal(n), "constant": np.full(n, 2.5), "-inf": np.full(n, -np.inf)}[base]
+    x = x.astype(dtype)
+    top = np.float64(x.max()) + 1.0 if base != "-inf" else 0.0
+    for where, what in plants:
+        at = min(int(where * n), n - 1)
+        x[at] = {"max": top, "nan": np.nan, "inf": np.inf, "-inf": -np.inf}[what]
+    assert ops.argmax(x, backend="cpu") == np.argmax(x)
+    t = F32 if dtype is np.float32 else F64
+    prog = R.argmax_program(t, gpu=False, indexed=False)
+    # one block (one workgroup) over more than CPU_BLOCK_EXACT elements: longer segments
+    big = np.resize(x, R.CPU_BLOCK_EXACT + 3 * n)
+    out = dispatch(prog, {"x": big, "val": np.zeros(1, dtype), "idx": np.zeros(1, np.uint32)}, backend="cpu", grid=1)
+    assert int(out["idx"][0]) == np.argmax(big)
+    xi = np.sort(rng.choice(4 * n + 7, size=n, replace=False)).astype(np.uint32)
+    out = dispatch(R.argmax_program(t, gpu=False, indexed=True),
+                   {"x": x, "xi": xi, "val": np.zeros(1, dtype), "idx": np.zeros(1, np.uint32)}, backend="cpu", grid=1)
+    assert int(out["idx"][0]) == _first_argmax(x, xi)
 
 
 def test_empty_identities() -> None:

@@ -37,7 +37,7 @@ from ..ir import (
 )
 from ..ir.expr import lit
 from ._blocks import (
-    SUBGROUP, Combine, all_of, bounded_span, halving, isnan, lane_fold, lane_reduce, nan, nan_flags, subgroup_combine,
+    SUBGROUP, Combine, all_of, bounded_span, isnan, lane_fold, lane_reduce, nan, nan_flags, subgroup_combine,
     tree, workgroup_combine,
 )
 from ._plans import planned
@@ -70,9 +70,13 @@ CPU_BLOCK = 1 << 13
 #: elements take one pass and one block, which saves the second pass's call (2^16 f32 max 7.2 ->
 #: 6.1 us); past it, blocks of this size keep both cores busy
 CPU_BLOCK_EXACT = 1 << 17
-#: CPU argmax: up to this many lanes holding a block's maximum are rescanned at their own elements;
-#: more (many equal maxima: a constant array) take a second vectorised pass over the block
-ARGMAX_SCAN_LANES = 4
+#: CPU argmax: bytes of the lanes' snapshots, one per segment of the block (its stack share,
+#: vyre/codegen/cpu.py STACK_BYTES): 16 segments of 8192 f32 or 8 of 16384 f64 elements cover a
+#: block of CPU_BLOCK_EXACT. The lowest index holding a block's maximum is searched in one segment
+#: of each lane holding it, 128 or 256 strided loads instead of the block's 2048. Serial kernel,
+#: 2^16 elements: f32 5.5 -> 4.5 us, f64 9.1 -> 8.4 (max: 3.9, 7.4); a heap snapshot (more segments)
+#: cost 0.1-0.3 us more at 2^12
+ARGMAX_SNAPSHOT_BYTES = 4096
 
 
 class Reduce(enum.Enum):
@@ -310,25 +314,29 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
 
 def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program:
     """The CPU form of :func:`argmax_program`, one invocation per workgroup and a block per
-    workgroup. One lane-array loop over the block (elementwise, so LLVM vectorises it, as in
-    :func:`_lane_program`; every index proven in range, so no guard) gives each lane's maximum,
-    NaN-propagating; the block's maximum ``mx`` is theirs. Then, when at most
-    :data:`ARGMAX_SCAN_LANES` lanes hold ``mx`` (usually one), only those are scanned again, at
-    their own elements, for the lowest index holding it (a 128th of the block per lane); otherwise
-    (many equal maxima) a second lane-array loop over the block keeps per lane the lowest index
-    holding ``mx``, and the lanes merge by ``min``."""
-    lm, li = workgroup("lanes_m", CPU_LANES, t), workgroup("lanes_i", CPU_LANES, U32)
+    workgroup. The block is folded into a lane array of maxima (NaN flags beside) as in
+    :func:`_lane_program`, one *segment* at a time (:data:`ARGMAX_SNAPSHOT_BYTES`);
+    after each segment the lanes are copied to a snapshot (a lane with a NaN as NaN). Lane ``k``
+    holds the elements ``lo + k + j L``; its maximum first appears in the first segment whose
+    snapshot of lane ``k`` already holds the block's maximum (the snapshots only grow), so the
+    lowest index holding it is found by scanning that segment's elements of the lane only (a
+    64th of a segment), for every lane that holds the maximum and could still beat the best
+    index so far. An element's index is its position, or ``xi`` of it after the first pass
+    (empty shares, ``0xFFFFFFFF``, come last in position, so the first hit of a lane is never
+    one unless the lane has no other)."""
+    lm = workgroup("lanes_m", CPU_LANES, t)
     lf = nan_flags(lm)
+    segments = ARGMAX_SNAPSHOT_BYTES // (CPU_LANES * t.size_bytes)
+    snap = workgroup("lanes_snap", segments * CPU_LANES, t)
+    least = CPU_BLOCK_EXACT // segments  # elements per segment, at least
     val, idx = bufs[-2], bufs[-1]
-    bufs = [*bufs, lm, li, lf]
+    bufs = [*bufs, lm, lf, snap]
     g, k, mx, best = var("g"), var("k"), var("mx"), var("best")
+    lanes = u32(CPU_LANES)
 
     def hit(v: Expr) -> Expr:
+        """Is ``v`` (an element or a snapshot) the block's maximum (a NaN: any NaN)?"""
         return select(isnan(mx), isnan(v), v.eq(mx))
-
-    def lane_hit(slot: Expr) -> Expr:
-        """Does lane ``slot`` hold the block's maximum (a NaN: its flag)?"""
-        return select(isnan(mx), lf[slot].ne(u32(0)), lm[slot].eq(mx))
 
     def visit(i: Expr, tmp: str) -> list[Node]:
         """``best = min(best, index of i)`` where element ``i`` holds the maximum."""
@@ -336,45 +344,63 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
         return [let(f"{tmp}_v", load("x", i)), let(gi.name, load("xi", i) if indexed else i),
                 if_(hit(var(f"{tmp}_v")).and_(gi.lt(best)), [assign("best", gi)])]
 
-    def index_step(i: Expr, slot: Expr, tmp: str) -> list[Node]:
-        v, gi = var(tmp), var(f"{tmp}_i")
-        return [let(tmp, load("x", i)), let(gi.name, load("xi", i) if indexed else i),
-                store(li, slot, select(hit(v).and_(gi.lt(li[slot])), gi, li[slot]))]
-
+    seg, ns, s = var("seg"), var("ns"), var("s")
+    scan: list[Node] = [loop("b_j", u32(0), (var("f_len") + u32(CPU_LANES - 1)) / lanes, [
+        let("b_p", var("f_lo") + var("b_j") * lanes + k),
+        if_(var("b_p").lt(var("f_hi")), visit(var("b_p"), "b")),
+    ])]
+    if not indexed:
+        # a lane whose first element there is past the best index so far cannot beat it (after
+        # the first pass an index is xi's, not the position)
+        scan = [if_((var("f_lo") + k).lt(best), scan)]
     body: list[Node] = [
         *_block_bounds(["x", "xi"] if indexed else ["x"], buflen(val)),
         let("g", wgid()),
         loop("k", u32(0), buflen(lm), [store(lm, k, lit(-math.inf, t)), store(lf, k, u32(0))]),
-        # the lanes' loop of max (NaN-ignoring, NaN flags beside): lane k holds the elements lo + k
-        # + j L, whatever the pairing, and its last step ends where t0 = lo + m L begins
-        *lane_fold(lm, Combine.MAX, lambda i: load("x", i), CPU_PAIR, flags=lf),
+        # segments: ``least`` elements, longer where the block needs more than the snapshots
+        # hold (a multiple of the pair step, so every segment but the last has whole steps);
+        # ``len / (S * 2L) + 1`` first: nothing wraps near 2^32
+        let("seg", _umax(u32(least), (var("len") / u32(segments * CPU_LANES * CPU_PAIR) + u32(1))
+                         * u32(CPU_LANES * CPU_PAIR))),
+        let("ns", select(var("len").eq(u32(0)), u32(0), (var("len") - u32(1)) / seg + u32(1))),
+        loop("s", u32(0), ns, [
+            *bounded_span(var("hi"), var("lo") + s * seg, seg, "s_"),
+            # lane k of every segment holds the elements lo + k + j L: segments start at multiples
+            # of the pair step from lo
+            *lane_fold(lm, Combine.MAX, lambda i: load("x", i), CPU_PAIR, "s_", flags=lf),
+            if_(ns.gt(u32(1)), [loop("k", u32(0), buflen(lm), [
+                store(snap, s * lanes + k, select(lf[k].ne(u32(0)), nan(t), lm[k]))])]),
+        ]),
         let("mx", lit(-math.inf, t)),
         let("nf", u32(0)),
         loop("k", u32(0), buflen(lm), [let("c", lm[k]), assign("mx", Combine.MAX.ordered_step(mx, var("c"))),
                                        assign("nf", var("nf") | lf[k])]),
         assign("mx", select(var("nf").ne(u32(0)), nan(t), mx)),
         let("best", u32(_NONE)),
-        let("nh", u32(0)),
-        loop("k", u32(0), buflen(lm), [assign("nh", var("nh") + cast(U32, lane_hit(k)))]),
-        if_(var("nh").le(u32(ARGMAX_SCAN_LANES)), [
-            loop("k", u32(0), buflen(lm), [if_(lane_hit(k), [
-                loop("b_j", u32(0), var("m"), visit(var("lo") + var("b_j") * u32(CPU_LANES) + k, "b")),
-                let("b_t", var("t0") + k),
-                if_(var("b_t").lt(var("hi")), visit(var("b_t"), "c")),
-            ])]),
-        ], [
-            loop("k", u32(0), buflen(li), [store(li, k, u32(_NONE))]),
-            loop("d_j", u32(0), var("m"), [
-                let("d_p", var("lo") + var("d_j") * u32(CPU_LANES)),
-                loop("k", u32(0), buflen(li), index_step(var("d_p") + k, k, "d_v")),
+        loop("k", u32(0), buflen(lm), [
+            if_(select(isnan(mx), lf[k].ne(u32(0)), lm[k].eq(mx)), [
+                # the first segment whose snapshot of lane k holds the maximum (of one: that one,
+                # without snapshots: a short block's work is mostly this bookkeeping)
+                let("fs", u32(0)),
+                if_(ns.gt(u32(1)), [
+                    assign("fs", ns),
+                    loop("f_s", u32(0), ns, [
+                        if_(var("fs").eq(ns).and_(hit(snap[var("f_s") * lanes + k])), [assign("fs", var("f_s"))]),
+                    ]),
+                ]),
+                let("f_lo", var("lo") + var("fs") * seg),
+                let("f_len", minimum(seg, var("hi") - var("f_lo"))),
+                let("f_hi", var("f_lo") + var("f_len")),
+                *scan,
             ]),
-            loop("d_q", var("t0"), var("hi"), index_step(var("d_q"), var("d_q") - var("t0"), "d_w")),
-            *halving(li, CPU_LANES, minimum, "ai"),
-            assign("best", li[u32(0)]),
         ]),
         if_(g.lt(buflen(val)), [store(val, g, mx), store(idx, g, best)]),
     ]
     return Program.wrapped(bufs, 1, body)
+
+
+def _umax(a: Expr, b: Expr) -> Expr:
+    return select(a.lt(b), b, a)
 
 
 def _lowest_index(prefix: str, m: Expr, mi: Expr, best: Expr) -> list[Node]:
