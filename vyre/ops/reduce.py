@@ -345,10 +345,19 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
                 if_(hit(var(f"{tmp}_v")).and_(gi.lt(best)), [assign("best", gi)])]
 
     seg, ns, s = var("seg"), var("ns"), var("s")
-    scan: list[Node] = [loop("b_j", u32(0), (var("f_len") + u32(CPU_LANES - 1)) / lanes, [
-        let("b_p", var("f_lo") + var("b_j") * lanes + k),
-        if_(var("b_p").lt(var("f_hi")), visit(var("b_p"), "b")),
-    ])]
+
+    def slot(segment: Expr) -> Expr:
+        """Lane k's snapshot after ``segment`` (``< ns <= segments``; the clamp lets the range
+        analysis prove it, so the kernel has no guard)."""
+        return minimum(segment, u32(segments - 1)) * lanes + k
+
+    # lane k's elements of the segment: whole steps, then the one in the last partial step
+    scan: list[Node] = [
+        let("f_m", var("f_len") / lanes),
+        loop("b_j", u32(0), var("f_m"), visit(var("f_lo") + var("b_j") * lanes + k, "b")),
+        let("f_t", var("f_lo") + var("f_m") * lanes + k),
+        if_(var("f_t").lt(var("f_hi")), visit(var("f_t"), "c")),
+    ]
     if not indexed:
         # a lane whose first element there is past the best index so far cannot beat it (after
         # the first pass an index is xi's, not the position)
@@ -369,7 +378,7 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
             # of the pair step from lo
             *lane_fold(lm, Combine.MAX, lambda i: load("x", i), CPU_PAIR, "s_", flags=lf),
             if_(ns.gt(u32(1)), [loop("k", u32(0), buflen(lm), [
-                store(snap, s * lanes + k, select(lf[k].ne(u32(0)), nan(t), lm[k]))])]),
+                store(snap, slot(s), select(lf[k].ne(u32(0)), nan(t), lm[k]))])]),
         ]),
         let("mx", lit(-math.inf, t)),
         let("nf", u32(0)),
@@ -385,12 +394,11 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
                 if_(ns.gt(u32(1)), [
                     assign("fs", ns),
                     loop("f_s", u32(0), ns, [
-                        if_(var("fs").eq(ns).and_(hit(snap[var("f_s") * lanes + k])), [assign("fs", var("f_s"))]),
+                        if_(var("fs").eq(ns).and_(hit(snap[slot(var("f_s"))])), [assign("fs", var("f_s"))]),
                     ]),
                 ]),
-                let("f_lo", var("lo") + var("fs") * seg),
-                let("f_len", minimum(seg, var("hi") - var("f_lo"))),
-                let("f_hi", var("f_lo") + var("f_len")),
+                let("f_at", var("fs")),  # never assigned: the range analysis reads its definition's users
+                *bounded_span(var("hi"), var("lo") + var("f_at") * seg, seg, "f_"),
                 *scan,
             ]),
         ]),
