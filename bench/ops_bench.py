@@ -31,6 +31,8 @@ import vyre.ops as vo
 
 #: rest before vyre's rounds of a row against BLAS: OpenBLAS's threads sleep after about 0.2 s idle
 BLAS_IDLE_S = 0.4
+#: vyre's calls after that rest before its rounds against BLAS are timed
+WARM_S = 0.05
 
 
 def best(fn: Callable[[], Any], reps: int = 5) -> float:
@@ -54,6 +56,12 @@ def pair(fv: Callable[[], Any], fn: Callable[[], Any], rounds: int = 3, reps: in
     instead of 0.8x, so vyre's rounds start after ``BLAS_IDLE_S`` of rest."""
     if not alternate:
         time.sleep(BLAS_IDLE_S)  # the last row's BLAS threads asleep again
+        # then vyre's steady state: after the rest its first parallel passes ran 2-3x slower for
+        # a few ms, now and then more than one round (f64 norm of 2^20: 0.33x in one process,
+        # 0.97x in the next)
+        end = time.perf_counter() + WARM_S
+        while time.perf_counter() < end:
+            fv()
         return min(best(fv, reps) for _ in range(rounds)), min(best(fn, reps) for _ in range(rounds))
     tv, tn = [], []
     for _ in range(rounds):
