@@ -9,7 +9,7 @@ from builtins import max as builtins_max
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import vyre.ops as ops
@@ -89,6 +89,38 @@ def test_gpu_form_multi_workgroup_passes() -> None:
     x[n - 2] = math.nan
     assert R._argmax(x, "interp", True) == n - 10
     assert math.isnan(_run(R.Reduce.MAX, R.Post.NONE, {"x": x}, "interp", True))
+
+
+@settings(max_examples=15, deadline=None)
+@example(n=100, dtype=np.float64, plants=[], base="-inf", seed=0)  # nothing beats -inf: the first one
+@example(n=2 * R.GPU_WG * R.GPU_UNROLL + 5, dtype=np.float32, plants=[], base="constant", seed=0)
+@example(n=R.GPU_WG * R.GPU_UNROLL + 1, dtype=np.float32, plants=[(0.9, "max"), (0.2, "max")], base="normal", seed=1)
+@given(n=st.integers(1, 3 * R.GPU_WG * R.GPU_UNROLL + 300), dtype=st.sampled_from([np.float32, np.float64]),
+       plants=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["max", "nan", "-inf"])), max_size=5),
+       base=st.sampled_from(["normal", "constant", "-inf"]), seed=st.integers(0, 2**31))
+def test_gpu_form_argmax_keeps_the_first_index_across_its_pairs(n: int, dtype: type, plants: list[tuple[float, str]],
+                                                                 base: str, seed: int) -> None:
+    """The GPU argmax's first pass keeps GPU_UNROLL (maximum, index) pairs per invocation, each
+    taking its elements in index order without comparing indices, then merges them: equal maxima
+    in several pairs, invocations and workgroups, the first of several NaNs, constant and all -inf
+    arrays, lengths that end mid-step. On the interpreter, against numpy."""
+    rng = np.random.default_rng(seed)
+    x = {"normal": rng.standard_normal(n), "constant": np.full(n, 1.5), "-inf": np.full(n, -np.inf)}[base]
+    x = x.astype(dtype)
+    top = float(np.max(x)) + 1.0 if base != "-inf" else 0.0
+    for where, what in plants:
+        x[min(int(where * n), n - 1)] = {"max": top, "nan": np.nan, "-inf": -np.inf}[what]
+    assert R._argmax(x, "interp", True) == np.argmax(x)
+    # one or two workgroups over the whole array: each pair sees several elements (an op call
+    # only does that past gpu_workgroups_cap() * GPU_WG * GPU_UNROLL elements)
+    from vyre import dispatch
+    from vyre.ir import F32, F64
+
+    prog = R.argmax_program(F32 if dtype is np.float32 else F64, gpu=True, indexed=False)
+    for groups in (1, 2):
+        out = dispatch(prog, {"x": x, "val": np.zeros(groups, dtype), "idx": np.zeros(groups, np.uint32)},
+                       backend="interp", grid=groups)
+        assert _first_argmax(out["val"], out["idx"]) == np.argmax(x), groups
 
 
 @given(x=arrays(special=False))
