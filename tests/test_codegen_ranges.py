@@ -25,7 +25,7 @@ from vyre.ir import (
     U32, BinOp, BinOpKind, BufferDecl, Expr, If, Node, Program, Select, assign, buflen, gid, if_, let, lid,
     load, loop, maximum, minimum, output, read, store, u32, var, walk_nodes, wgid,
 )
-from vyre.ops import linalg, reduce, rowwise
+from vyre.ops import argreduce, linalg, reduce, rowwise
 from tests.strategies import program_and_inputs
 
 CANARY = 0xDEADBEEF
@@ -192,7 +192,8 @@ def test_the_ops_lane_loops_are_proven_in_range() -> None:
     """The CPU forms of the reductions, argmax and matvec have no guard left in their kernels."""
     progs = [reduce.full_program(k, t, reduce.accumulator(k, t), gpu=False)
              for k in reduce.Reduce for t in (reduce.DataType.F32, reduce.DataType.F64)]
-    progs += [reduce.argmax_program(t, gpu=False, indexed=ix) for t in (reduce.DataType.F32,) for ix in (False, True)]
+    progs += [argreduce.argmax_program(t, gpu=False, indexed=ix)
+              for t in (reduce.DataType.F32,) for ix in (False, True)]
     progs.append(linalg.matvec_program(reduce.DataType.F32, gpu=False))
     for p in progs:
         body = _kernel(emit_cpu(p))

@@ -16,6 +16,7 @@ import vyre.ops as ops
 from tests.ops_cases import arrays, check_sum, expected_extreme, floats_array, same_float
 from vyre.errors import VyreError
 from vyre.ir import DataType
+from vyre.ops import argreduce as A
 from vyre.ops import reduce as R
 
 BACKENDS = ["cpu", "interp"]
@@ -73,7 +74,7 @@ def test_gpu_form_on_the_interpreter(x: np.ndarray) -> None:
     assert same_float(_run(R.Reduce.MAX, R.Post.NONE, {"x": x}, "interp", True), expected_extreme(x, True))
     assert same_float(_run(R.Reduce.MIN, R.Post.NONE, {"x": x}, "interp", True), expected_extreme(x, False))
     if x.size:
-        assert R._argmax(x, "interp", True) == np.argmax(x)
+        assert A._argmax(x, "interp", True) == np.argmax(x)
 
 
 def test_gpu_form_multi_workgroup_passes() -> None:
@@ -83,11 +84,11 @@ def test_gpu_form_multi_workgroup_passes() -> None:
     n = 2 * R.GPU_WG * R.GPU_UNROLL + 77
     x = rng.standard_normal(n)
     x[[5, n - 3]] = 9.0
-    assert R._argmax(x, "interp", True) == 5
+    assert A._argmax(x, "interp", True) == 5
     check_sum(_run(R.Reduce.SUM, R.Post.NONE, {"x": x}, "interp", True), x)
     x[n - 10] = math.nan
     x[n - 2] = math.nan
-    assert R._argmax(x, "interp", True) == n - 10
+    assert A._argmax(x, "interp", True) == n - 10
     assert math.isnan(_run(R.Reduce.MAX, R.Post.NONE, {"x": x}, "interp", True))
 
 
@@ -110,13 +111,13 @@ def test_gpu_form_argmax_keeps_the_first_index_across_its_pairs(n: int, dtype: t
     top = float(np.max(x)) + 1.0 if base != "-inf" else 0.0
     for where, what in plants:
         x[min(int(where * n), n - 1)] = {"max": top, "nan": np.nan, "-inf": -np.inf}[what]
-    assert R._argmax(x, "interp", True) == np.argmax(x)
+    assert A._argmax(x, "interp", True) == np.argmax(x)
     # one or two workgroups over the whole array: each pair sees several elements (an op call
     # only does that past gpu_workgroups_cap() * GPU_WG * GPU_UNROLL elements)
     from vyre import dispatch
     from vyre.ir import F32, F64
 
-    prog = R.argmax_program(F32 if dtype is np.float32 else F64, gpu=True, indexed=False)
+    prog = A.argmax_program(F32 if dtype is np.float32 else F64, gpu=True, indexed=False)
     for groups in (1, 2):
         out = dispatch(prog, {"x": x, "val": np.zeros(groups, dtype), "idx": np.zeros(groups, np.uint32)},
                        backend="interp", grid=groups)
@@ -165,8 +166,8 @@ def test_exact_reductions_take_long_blocks(n: int, where: float, nan: bool, dtyp
 
 
 def _segment(dtype: type) -> int:
-    """Elements per segment of the CPU argmax (vyre.ops.reduce._argmax_lanes), at least."""
-    return R.CPU_BLOCK_EXACT * R.CPU_LANES * np.dtype(dtype).itemsize // R.ARGMAX_SNAPSHOT_BYTES
+    """Elements per segment of the CPU argmax (vyre.ops.argreduce._argmax_lanes), at least."""
+    return R.CPU_BLOCK_EXACT * R.CPU_LANES * np.dtype(dtype).itemsize // A.ARGMAX_SNAPSHOT_BYTES
 
 
 def _first_argmax(v: np.ndarray, xi: np.ndarray) -> int:
@@ -200,13 +201,13 @@ def test_argmax_finds_the_first_maximum_across_segments(segs: float, dtype: type
         x[at] = {"max": top, "nan": np.nan, "inf": np.inf, "-inf": -np.inf}[what]
     assert ops.argmax(x, backend="cpu") == np.argmax(x)
     t = F32 if dtype is np.float32 else F64
-    prog = R.argmax_program(t, gpu=False, indexed=False)
+    prog = A.argmax_program(t, gpu=False, indexed=False)
     # one block (one workgroup) over more than CPU_BLOCK_EXACT elements: longer segments
     big = np.resize(x, R.CPU_BLOCK_EXACT + 3 * n)
     out = dispatch(prog, {"x": big, "val": np.zeros(1, dtype), "idx": np.zeros(1, np.uint32)}, backend="cpu", grid=1)
     assert int(out["idx"][0]) == np.argmax(big)
     xi = np.sort(rng.choice(4 * n + 7, size=n, replace=False)).astype(np.uint32)
-    out = dispatch(R.argmax_program(t, gpu=False, indexed=True),
+    out = dispatch(A.argmax_program(t, gpu=False, indexed=True),
                    {"x": x, "xi": xi, "val": np.zeros(1, dtype), "idx": np.zeros(1, np.uint32)}, backend="cpu", grid=1)
     assert int(out["idx"][0]) == _first_argmax(x, xi)
 
@@ -275,7 +276,7 @@ def test_every_program_prints_parses_and_crosses_the_wire() -> None:
 
     progs = [R.full_program(k, t, R.accumulator(k, t), gpu=g) for k in R.Reduce for t in (F32, F64)
              for g in (True, False)]
-    progs += [R.argmax_program(F32, gpu=g, indexed=i) for g in (True, False) for i in (True, False)]
+    progs += [A.argmax_program(F32, gpu=g, indexed=i) for g in (True, False) for i in (True, False)]
     progs += [W.softmax_program(F32, gpu=True, wg=256, resident=16), W.softmax_program(F64, gpu=False, wg=1),
               W.layer_norm_program(F32, 1e-5, gpu=False, wg=1), W.logsumexp_grad_program(F32, gpu=True, wg=32),
               W.layer_norm_grad_program(F64, gpu=True, wg=64, resident=0), L.matvec_program(F32, gpu=True),

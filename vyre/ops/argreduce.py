@@ -1,0 +1,309 @@
+"""``argmax``: the flat index of the first maximum (numpy's rule: the first NaN if there is one).
+
+Like the whole-array reductions (vyre.ops.reduce, whose forms, blocks and partials it shares) it
+runs in passes, carrying (value, index) pairs: a first pass over the elements, whose index is
+their position, then passes over the partials with their indices (``indexed``), until one pair is
+left. The GPU form keeps unrolled pairs per invocation, then combines across the subgroup and the
+workgroup; the CPU form folds a block into a lane array one segment at a time and scans one
+segment of each lane that holds the maximum (docs/ops.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from ..ir import (
+    U32, BinOpKind, BufferDecl, DataType, Expr, Node, Program, assign, barrier, buflen, gid, if_, lane, let,
+    lid, load, loop, minimum, output, read, select, store, subgroup_reduce, u32, var, wgid, workgroup,
+)
+from ..ir.expr import lit
+from ._blocks import SUBGROUP, Combine, all_of, bounded_span, isnan, lane_fold, nan, nan_flags, subgroup_combine
+from ._plans import planned
+from ._runtime import OpsError, prepare
+from .reduce import (
+    CPU_BLOCK_EXACT, CPU_LANES, CPU_PAIR, GPU_UNROLL, GPU_WG, _block_bounds, _cap, _gpu_form, _partials,
+)
+
+__all__ = ["ARGMAX_SNAPSHOT_BYTES", "argmax", "argmax_program"]
+
+#: "no index yet" (and an empty share's index)
+
+#: CPU argmax: bytes of the lanes' snapshots, one per segment of the block (its stack share,
+#: vyre/codegen/cpu.py STACK_BYTES): 16 segments of 8192 f32 or 8 of 16384 f64 elements cover a
+#: block of CPU_BLOCK_EXACT. The lowest index holding a block's maximum is searched in one segment
+#: of each lane holding it, 128 or 256 strided loads instead of the block's 2048. Serial kernel,
+#: 2^16 elements: f32 5.5 -> 4.5 us, f64 9.1 -> 8.4 (max: 3.9, 7.4); a heap snapshot (more segments)
+#: cost 0.1-0.3 us more at 2^12
+ARGMAX_SNAPSHOT_BYTES = 4096
+
+
+_NONE = 0xFFFFFFFF
+
+
+def _better(v: Expr, i: Expr, m: Expr, mi: Expr) -> Expr:
+    """Does candidate ``(v, i)`` beat ``(m, mi)``? NaN beats everything but an earlier NaN; among
+    equal values the lower index wins, so the result does not depend on the visiting order."""
+    earlier = i.lt(mi)
+    return (isnan(m).not_().and_(isnan(v).or_(v.gt(m)).or_(v.eq(m).and_(earlier)))
+            .or_(isnan(m).and_(isnan(v)).and_(earlier)))
+
+
+@functools.lru_cache(maxsize=64)
+def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
+    """One argmax pass: ``val[g], idx[g]`` = the maximum of workgroup/block ``g``'s share of ``x``
+    and the lowest index holding it (the first NaN's index if there is a NaN; ``0xFFFFFFFF`` for an
+    empty share). ``indexed``: the input is a previous pass's partials, whose indices are in
+    ``xi``; otherwise an element's index is its position."""
+    bufs = [read("x", 0, t)]
+    if indexed:
+        bufs.append(read("xi", 1, U32))
+    val, idx = output("val", len(bufs), t), output("idx", len(bufs) + 1, U32)
+    bufs += [val, idx]
+    if not gpu:
+        return _argmax_lanes(t, bufs, indexed)
+    n = var("n")
+    body: list[Node] = [let("n", buflen("x"))]
+
+    def visit(i: Expr, guard: bool) -> list[Node]:
+        v = load("x", i)
+        gi = load("xi", i) if indexed else i
+        cond = _better(v, gi, var("m"), var("mi"))
+        if guard:
+            cond = i.lt(n).and_(cond)
+        return [if_(cond, [assign("m", v), assign("mi", gi)])]
+
+    s = var("stride")
+    body += [let("t", gid()), let("stride", buflen(val) * u32(GPU_WG))]
+    if indexed:
+        # the partials of a first pass: their indices follow no order, every pair is compared
+        body += [
+            let("m", lit(-math.inf, t)), let("mi", u32(_NONE)),
+            let("steps", (n + s - u32(1)) / s),
+            loop("c", u32(0), var("steps"), [let("i", var("c") * s + var("t")), *visit(var("i"), True)]),
+        ]
+    else:
+        body += _argmax_strided(t, n, s)
+    # across the subgroup: the max (NaN flagged separately), then the lowest index holding it
+    nodes, wmax = subgroup_combine("w", var("m"), Combine.MAX, t)
+    body += [*nodes, let("wm", wmax)]
+    body += _lowest_index("w", var("m"), var("mi"), var("wm"))
+    nw = GPU_WG // SUBGROUP
+    tv, ti = workgroup("tv", nw, t), workgroup("ti", nw, U32)
+    bufs += [tv, ti]
+    body += [
+        if_(lane().eq(u32(0)), [store(tv, lid() / u32(SUBGROUP), var("wm")),
+                                store(ti, lid() / u32(SUBGROUP), var("w_i"))]),
+        barrier(),
+        let("pm", select(lane().lt(u32(nw)), tv[lane()], lit(-math.inf, t))),
+        let("pi", select(lane().lt(u32(nw)), ti[lane()], u32(_NONE))),
+    ]
+    nodes, gmax = subgroup_combine("g", var("pm"), Combine.MAX, t)
+    body += [*nodes, let("gm", gmax)]
+    body += _lowest_index("g", var("pm"), var("pi"), var("gm"))
+    body.append(if_(lid().eq(u32(0)), [store(val, wgid(), var("gm")), store(idx, wgid(), var("g_i"))]))
+    return Program.wrapped(bufs, GPU_WG, body)
+
+
+def _argmax_strided(t: DataType, n: Expr, s: Expr) -> list[Node]:
+    """GPU argmax, first pass: invocation ``t`` visits ``t, t + s, ...`` into :data:`GPU_UNROLL`
+    independent (maximum, index) pairs, as the sums' GPU form does (that many loads in flight per
+    invocation; one pair took 0.15 ms for 2^26 f32 on an H200, `max` 0.066), then merges them
+    into ``m``, ``mi``. Pair ``k`` sees its elements in increasing index order, so it takes an
+    element while it holds none yet, or when the element is NaN or larger, until it holds a NaN:
+    the first NaN, else the first maximum, without comparing indices."""
+    unroll = GPU_UNROLL
+    su = var("span")
+
+    def take(k: int, i: Expr, v: str) -> list[Node]:
+        m, mi = var(f"m{k}"), var(f"mi{k}")
+        x = var(v)
+        return [let(v, load("x", i)),
+                if_(isnan(m).not_().and_(isnan(x).or_(x.gt(m)).or_(mi.eq(u32(_NONE)))),
+                    [assign(m.name, x), assign(mi.name, i)])]
+
+    body: list[Node] = []
+    for k in range(unroll):
+        body += [let(f"m{k}", lit(-math.inf, t)), let(f"mi{k}", u32(_NONE))]
+    idx = [var("b") + s * u32(k) if k else var("b") for k in range(unroll)]
+    tail = [var("tb") + s * u32(k) if k else var("tb") for k in range(unroll)]
+    body += [
+        let("span", s * u32(unroll)),
+        let("full", n / su),
+        loop("c", u32(0), var("full"), [
+            let("b", var("c") * su + var("t")),
+            # one If that the whole step is in range lets the emitters drop each load's check
+            if_(all_of([i.lt(buflen("x")) for i in idx]),
+                [x for k, i in enumerate(idx) for x in take(k, i, f"v{k}")]),
+        ]),
+        let("tb", var("full") * su + var("t")),
+        *(if_(i.lt(n), take(k, i, f"w{k}")) for k, i in enumerate(tail)),
+    ]
+    # merge the pairs (indices now in any order: the full comparison)
+    pairs = [(var(f"m{k}"), var(f"mi{k}")) for k in range(unroll)]
+    level = 0
+    while len(pairs) > 1:
+        merged = []
+        for j in range(0, len(pairs), 2):
+            (a, ai), (b, bi) = pairs[j], pairs[j + 1]
+            name = f"p{level}_{j // 2}"
+            body += [let(name, a), let(f"{name}i", ai),
+                     if_(_better(b, bi, var(name), var(f"{name}i")), [assign(name, b), assign(f"{name}i", bi)])]
+            merged.append((var(name), var(f"{name}i")))
+        pairs = merged
+        level += 1
+    (m, mi), = pairs
+    return [*body, let("m", m), let("mi", mi)]
+
+
+def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program:
+    """The CPU form of :func:`argmax_program`, one invocation per workgroup and a block per
+    workgroup. The block is folded into a lane array of maxima (NaN flags beside) as in
+    :func:`_lane_program`, one *segment* at a time (:data:`ARGMAX_SNAPSHOT_BYTES`);
+    after each segment the lanes are copied to a snapshot (a lane with a NaN as NaN). Lane ``k``
+    holds the elements ``lo + k + j L``; its maximum first appears in the first segment whose
+    snapshot of lane ``k`` already holds the block's maximum (the snapshots only grow), so the
+    lowest index holding it is found by scanning that segment's elements of the lane only (a
+    64th of a segment), for every lane that holds the maximum and could still beat the best
+    index so far. An element's index is its position, or ``xi`` of it after the first pass
+    (empty shares, ``0xFFFFFFFF``, come last in position, so the first hit of a lane is never
+    one unless the lane has no other)."""
+    lm = workgroup("lanes_m", CPU_LANES, t)
+    lf = nan_flags(lm)
+    segments = ARGMAX_SNAPSHOT_BYTES // (CPU_LANES * t.size_bytes)
+    snap = workgroup("lanes_snap", segments * CPU_LANES, t)
+    least = CPU_BLOCK_EXACT // segments  # elements per segment, at least
+    val, idx = bufs[-2], bufs[-1]
+    bufs = [*bufs, lm, lf, snap]
+    g, k, mx, best = var("g"), var("k"), var("mx"), var("best")
+    lanes = u32(CPU_LANES)
+
+    def hit(v: Expr) -> Expr:
+        """Is ``v`` (an element or a snapshot) the block's maximum (a NaN: any NaN)?"""
+        return select(isnan(mx), isnan(v), v.eq(mx))
+
+    def visit(i: Expr, tmp: str) -> list[Node]:
+        """``best = min(best, index of i)`` where element ``i`` holds the maximum."""
+        gi = var(f"{tmp}_i")
+        return [let(f"{tmp}_v", load("x", i)), let(gi.name, load("xi", i) if indexed else i),
+                if_(hit(var(f"{tmp}_v")).and_(gi.lt(best)), [assign("best", gi)])]
+
+    seg, ns, s = var("seg"), var("ns"), var("s")
+
+    def slot(segment: Expr) -> Expr:
+        """Lane k's snapshot after ``segment`` (``< ns <= segments``; the clamp lets the range
+        analysis prove it, so the kernel has no guard)."""
+        return minimum(segment, u32(segments - 1)) * lanes + k
+
+    # lane k's elements of the segment: whole steps, then the one in the last partial step
+    scan: list[Node] = [
+        let("f_m", var("f_len") / lanes),
+        loop("b_j", u32(0), var("f_m"), visit(var("f_lo") + var("b_j") * lanes + k, "b")),
+        let("f_t", var("f_lo") + var("f_m") * lanes + k),
+        if_(var("f_t").lt(var("f_hi")), visit(var("f_t"), "c")),
+    ]
+    if not indexed:
+        # a lane whose first element there is past the best index so far cannot beat it (after
+        # the first pass an index is xi's, not the position)
+        scan = [if_((var("f_lo") + k).lt(best), scan)]
+    body: list[Node] = [
+        *_block_bounds(["x", "xi"] if indexed else ["x"], buflen(val)),
+        let("g", wgid()),
+        loop("k", u32(0), buflen(lm), [store(lm, k, lit(-math.inf, t)), store(lf, k, u32(0))]),
+        # segments: ``least`` elements, longer where the block needs more than the snapshots
+        # hold (a multiple of the pair step, so every segment but the last has whole steps);
+        # ``len / (S * 2L) + 1`` first: nothing wraps near 2^32
+        let("seg", _umax(u32(least), (var("len") / u32(segments * CPU_LANES * CPU_PAIR) + u32(1))
+                         * u32(CPU_LANES * CPU_PAIR))),
+        let("ns", select(var("len").eq(u32(0)), u32(0), (var("len") - u32(1)) / seg + u32(1))),
+        loop("s", u32(0), ns, [
+            *bounded_span(var("hi"), var("lo") + s * seg, seg, "s_"),
+            # lane k of every segment holds the elements lo + k + j L: segments start at multiples
+            # of the pair step from lo
+            *lane_fold(lm, Combine.MAX, lambda i: load("x", i), CPU_PAIR, "s_", flags=lf),
+            if_(ns.gt(u32(1)), [loop("k", u32(0), buflen(lm), [
+                store(snap, slot(s), select(lf[k].ne(u32(0)), nan(t), lm[k]))])]),
+        ]),
+        let("mx", lit(-math.inf, t)),
+        let("nf", u32(0)),
+        loop("k", u32(0), buflen(lm), [let("c", lm[k]), assign("mx", Combine.MAX.ordered_step(mx, var("c"))),
+                                       assign("nf", var("nf") | lf[k])]),
+        assign("mx", select(var("nf").ne(u32(0)), nan(t), mx)),
+        let("best", u32(_NONE)),
+        loop("k", u32(0), buflen(lm), [
+            if_(select(isnan(mx), lf[k].ne(u32(0)), lm[k].eq(mx)), [
+                # the first segment whose snapshot of lane k holds the maximum (of one: that one,
+                # without snapshots: a short block's work is mostly this bookkeeping)
+                let("fs", u32(0)),
+                if_(ns.gt(u32(1)), [
+                    assign("fs", ns),
+                    loop("f_s", u32(0), ns, [
+                        if_(var("fs").eq(ns).and_(hit(snap[slot(var("f_s"))])), [assign("fs", var("f_s"))]),
+                    ]),
+                ]),
+                let("f_at", var("fs")),  # never assigned: the range analysis reads its definition's users
+                *bounded_span(var("hi"), var("lo") + var("f_at") * seg, seg, "f_"),
+                *scan,
+            ]),
+        ]),
+        if_(g.lt(buflen(val)), [store(val, g, mx), store(idx, g, best)]),
+    ]
+    return Program.wrapped(bufs, 1, body)
+
+
+def _umax(a: Expr, b: Expr) -> Expr:
+    return select(a.lt(b), b, a)
+
+
+def _lowest_index(prefix: str, m: Expr, mi: Expr, best: Expr) -> list[Node]:
+    """``<prefix>_i``: the lowest index among lanes whose value is ``best`` (NaN matches NaN)."""
+    hit = select(isnan(best), isnan(m), m.eq(best))
+    return [
+        let(f"{prefix}_c", select(hit, mi, u32(_NONE))),
+        let(f"{prefix}_i", subgroup_reduce(BinOpKind.MIN, var(f"{prefix}_c"))),
+    ]
+
+
+
+def argmax(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
+    """Flat index of the first maximum (numpy's rule: the first NaN if there is one), as an int64
+    scalar (numpy) or 0-d uint32 device array (device input). An empty array is an error."""
+    return planned(("argmax", deterministic, None), (x,), backend, _argmax_checked)
+
+
+def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:
+    return planned(("argmax", deterministic, gpu_form), (x,), backend, _argmax_checked)
+
+
+@functools.lru_cache(maxsize=1024)
+def _argmax_passes(t: DataType, n: int, gpu: bool, cap: int) -> tuple[tuple[Program, int], ...]:
+    """argmax's passes over ``n`` elements of ``t``: per pass its program and workgroups / blocks;
+    every pass after the first reads the partials with their indices."""
+    out: list[tuple[Program, int]] = []
+    g = _partials(n, gpu, cap, exact=True)
+    while True:
+        out.append((argmax_program(t, gpu=gpu, indexed=bool(out)), g))
+        if g == 1:
+            return tuple(out)
+        g = _partials(g, gpu, cap, exact=True)
+
+
+def _argmax_checked(op: tuple[str, bool, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    _, deterministic, gpu_form = op
+    (x,) = inputs
+    ctx, arrs = prepare({"x": x}, backend)
+    if gpu_form is not None:
+        ctx.gpu_form = gpu_form
+    n = arrs["x"].size
+    if n == 0:
+        raise OpsError("argmax of an empty array has no answer. Fix: check x.size > 0 before calling")
+    t = arrs["x"].dtype
+    gpu = _gpu_form(ctx)
+    reads: dict[str, Any] = {"x": arrs["x"].data}
+    cap = _cap(ctx, argmax_program(t, gpu=True, indexed=False), deterministic) if gpu else 0
+    for prog, g in _argmax_passes(t, n, gpu, cap):
+        val, idx = ctx.empty(g, t), ctx.empty(g, U32)
+        ctx.run(prog, {**reads, "val": val, "idx": idx}, g)
+        reads = {"x": val, "xi": idx}
+    return ctx.index(idx)
