@@ -292,7 +292,7 @@ def test_row_ops_and_matvec_replay_the_checked_bits_into_new_arrays(rows: int, c
     # the CPU picks per call: they take the checked path every time
     assert {"row_sum", "row_max", "row_lse", "softmax", "layer_norm", "softmax_grad", "layer_norm_grad",
             "matvec"} <= planned
-    # one serial call into one new array that is the answer takes the short path (Plan.result)
+    # one serial call into one new array that is the answer takes the short "result" path
     for k, p in P._plans.items():
         if rows and k[0][0] in ("row_sum", "row_max", "row_lse", "matvec") and isinstance(p, P.Plan):
             assert (p.path == "result") is (not p.steps[0][1]), k[0]  # steps: (entry, parallel, ...)

@@ -503,10 +503,11 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
         # about 55 ns: most of a row op's time on short rows)
         hoisted = _workgroup_allocs(src, shared)
         zeroed = [f"{src[b.name]}[:] = 0" for b in shared]
-        # the workgroup's statements, given its id (_w0, _w1, _w2)
-        group = ["_wg0 = uint32(_w0)", "_wg1 = uint32(_w1)", "_wg2 = uint32(_w2)", *zeroed,
-                 f"for _l in range({program.workgroup_invocations}):",
-                 *_indented(lid_em.lines, 1), *_invocation(em.lines, has_return(program.entry), 1)]
+        # a workgroup's statements once its ids _wg0.._wg2 are set
+        work = [*zeroed, f"for _l in range({program.workgroup_invocations}):",
+                *_indented(lid_em.lines, 1), *_invocation(em.lines, has_return(program.entry), 1)]
+        # the same, its ids from the counters _w0, _w1, _w2
+        group = ["_wg0 = uint32(_w0)", "_wg1 = uint32(_w1)", "_wg2 = uint32(_w2)", *work]
         sig = _sig(program, ("int64", "int64", "int64"))
         # workgroups in order, their ids counted by nested loops: dividing a flat index (three
         # int64 divisions) cost a row op about 6 ns a row
@@ -534,7 +535,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
                     "                    _w2 += 1"]
         elif par:
             out += ["", "", parallel_decl, f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
-                    "    for _w in numba.prange(_gx * _gy * _gz):", *_indented([*wg_ids, *group[3:]], 2)]
+                    "    for _w in numba.prange(_gx * _gy * _gz):", *_indented([*wg_ids, *work], 2)]
         out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
         return _module(cache, out, vectorize)
     ls = _Lockstep(program, em, "_bufs, _lanes")

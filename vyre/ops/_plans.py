@@ -25,8 +25,8 @@ refused; an op called inside another op's record leaves the outer call unplanned
 from __future__ import annotations
 
 import contextvars
-import sys
 import operator
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
@@ -107,17 +107,14 @@ class Plan:
                 return "scalar", _run_scalar(fn, grid, self.spare, self.scratch, which, answer.how == INDEX)
         return "general", self._run
 
-    def _new_scratch(self) -> list[np.ndarray]:
-        return [np.empty(n, dt) for n, dt in self.scratch]
-
     def _run(self, inputs: list[np.ndarray]) -> Any:
         try:
             scratch = self.spare.pop()
         except IndexError:
-            scratch = self._new_scratch()
+            scratch = _allocate(self.scratch)
         bufs = inputs + scratch
         if self.fresh:
-            bufs += [np.empty(n, dt) for n, dt in self.fresh]
+            bufs += _allocate(self.fresh)
         for fn, parallel, grid, pick, call in self.steps:
             if parallel:
                 call.call(*pick(bufs))
@@ -129,6 +126,11 @@ class Plan:
             out = tuple([_answer(bufs, a) for a in self.answers])
         self.spare.append(scratch)
         return out
+
+
+def _allocate(sizes: tuple[tuple[int, np.dtype], ...]) -> list[np.ndarray]:
+    """New buffers of these lengths and dtypes (contents undefined: every pass writes its output)."""
+    return [np.empty(n, dt) for n, dt in sizes]
 
 
 def _run_result(fn: Any, grid: int, n: int, dt: np.dtype) -> Callable[[list[np.ndarray]], np.ndarray]:
@@ -149,15 +151,12 @@ def _run_scalar(fn: Any, grid: int, spare: list[Any], scratch: tuple[tuple[int, 
     numpy scalar, so a copy), or with ``index`` (a u32 of one element) that element as an int64.
     For the index, the kernel writes into the low half of a zeroed int64 cell (a u32 view of it):
     reading the cell gives the int64 answer, a third of the time of converting the u32."""
-    def new() -> list[np.ndarray]:
-        return [np.empty(n, dt) for n, dt in scratch]
-
     if not index:
         def run(inputs: list[np.ndarray]) -> Any:
             try:
                 bufs = spare.pop()
             except IndexError:
-                bufs = new()
+                bufs = _allocate(scratch)
             fn(*inputs, *bufs, grid, 1, 1)
             value = bufs[which][0]
             spare.append(bufs)
@@ -169,7 +168,7 @@ def _run_scalar(fn: Any, grid: int, spare: list[Any], scratch: tuple[tuple[int, 
 
     def new_cell() -> tuple[list[np.ndarray], np.ndarray]:
         cell = np.zeros(1, np.int64)
-        bufs = new()
+        bufs = _allocate(scratch)
         bufs[which] = cell.view(np.uint32)[low:low + 1]
         return bufs, cell
 

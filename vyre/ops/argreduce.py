@@ -16,7 +16,7 @@ from typing import Any
 
 from ..ir import (
     U32, BinOpKind, BufferDecl, DataType, Expr, Node, Program, assign, barrier, buflen, gid, if_, lane, let,
-    lid, load, loop, minimum, output, read, select, store, subgroup_reduce, u32, var, wgid, workgroup,
+    lid, load, loop, maximum, minimum, output, read, select, store, subgroup_reduce, u32, var, wgid, workgroup,
 )
 from ..ir.expr import lit
 from ._blocks import SUBGROUP, Combine, all_of, bounded_span, isnan, lane_fold, nan, nan_flags, subgroup_combine
@@ -28,8 +28,6 @@ from .reduce import (
 
 __all__ = ["ARGMAX_SNAPSHOT_BYTES", "argmax", "argmax_program"]
 
-#: "no index yet" (and an empty share's index)
-
 #: CPU argmax: bytes of the lanes' snapshots, one per segment of the block (its stack share,
 #: vyre/codegen/cpu.py STACK_BYTES): 16 segments of 8192 f32 or 8 of 16384 f64 elements cover a
 #: block of CPU_BLOCK_EXACT. The lowest index holding a block's maximum is searched in one segment
@@ -38,7 +36,7 @@ __all__ = ["ARGMAX_SNAPSHOT_BYTES", "argmax", "argmax_program"]
 #: cost 0.1-0.3 us more at 2^12
 ARGMAX_SNAPSHOT_BYTES = 4096
 
-
+#: "no index yet" (and an empty share's index)
 _NONE = 0xFFFFFFFF
 
 
@@ -66,22 +64,19 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
     n = var("n")
     body: list[Node] = [let("n", buflen("x"))]
 
-    def visit(i: Expr, guard: bool) -> list[Node]:
-        v = load("x", i)
-        gi = load("xi", i) if indexed else i
-        cond = _better(v, gi, var("m"), var("mi"))
-        if guard:
-            cond = i.lt(n).and_(cond)
-        return [if_(cond, [assign("m", v), assign("mi", gi)])]
-
     s = var("stride")
     body += [let("t", gid()), let("stride", buflen(val) * u32(GPU_WG))]
     if indexed:
         # the partials of a first pass: their indices follow no order, every pair is compared
+        i = var("i")
         body += [
             let("m", lit(-math.inf, t)), let("mi", u32(_NONE)),
             let("steps", (n + s - u32(1)) / s),
-            loop("c", u32(0), var("steps"), [let("i", var("c") * s + var("t")), *visit(var("i"), True)]),
+            loop("c", u32(0), var("steps"), [
+                let("i", var("c") * s + var("t")),
+                if_(i.lt(n).and_(_better(load("x", i), load("xi", i), var("m"), var("mi"))),
+                    [assign("m", load("x", i)), assign("mi", load("xi", i))]),
+            ]),
         ]
     else:
         body += _argmax_strided(t, n, s)
@@ -214,8 +209,8 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
         # segments: ``least`` elements, longer where the block needs more than the snapshots
         # hold (a multiple of the pair step, so every segment but the last has whole steps);
         # ``len / (S * 2L) + 1`` first: nothing wraps near 2^32
-        let("seg", _umax(u32(least), (var("len") / u32(segments * CPU_LANES * CPU_PAIR) + u32(1))
-                         * u32(CPU_LANES * CPU_PAIR))),
+        let("seg", maximum(u32(least), (var("len") / u32(segments * CPU_LANES * CPU_PAIR) + u32(1))
+                           * u32(CPU_LANES * CPU_PAIR))),
         let("ns", select(var("len").eq(u32(0)), u32(0), (var("len") - u32(1)) / seg + u32(1))),
         loop("s", u32(0), ns, [
             *bounded_span(var("hi"), var("lo") + s * seg, seg, "s_"),
@@ -252,10 +247,6 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
     return Program.wrapped(bufs, 1, body)
 
 
-def _umax(a: Expr, b: Expr) -> Expr:
-    return select(a.lt(b), b, a)
-
-
 def _lowest_index(prefix: str, m: Expr, mi: Expr, best: Expr) -> list[Node]:
     """``<prefix>_i``: the lowest index among lanes whose value is ``best`` (NaN matches NaN)."""
     hit = select(isnan(best), isnan(m), m.eq(best))
@@ -263,7 +254,6 @@ def _lowest_index(prefix: str, m: Expr, mi: Expr, best: Expr) -> list[Node]:
         let(f"{prefix}_c", select(hit, mi, u32(_NONE))),
         let(f"{prefix}_i", subgroup_reduce(BinOpKind.MIN, var(f"{prefix}_c"))),
     ]
-
 
 
 def argmax(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
