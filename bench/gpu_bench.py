@@ -455,6 +455,19 @@ def ops():
         for k, (got, want) in enumerate(checks):
             if not torch.allclose(got, want, rtol=1e-9, atol=1e-9):
                 bad.append(f"row op {k} {r_}x{c_}")
+    # along axes: CUDA tensors permuted, CuPy arrays transposed, in the caller's library
+    t3 = torch.randn(3, 50, 70, device="cuda", dtype=torch.float64)
+    c3 = cp.asarray(t3)
+    axis_checks = [(vo.sum(t3, 1), t3.sum(1)), (vo.max(t3, (0, 2)), t3.amax((0, 2))),
+                   (vo.mean(t3, -1, keepdims=True), t3.mean(-1, keepdim=True)),
+                   (vo.softmax(t3, 0), torch.softmax(t3, 0)), (vo.logsumexp(t3, 1), torch.logsumexp(t3, 1)),
+                   (vo.layer_norm(t3, 1e-5, (1, 2)), F.layer_norm(t3, (50, 70))),
+                   (torch.as_tensor(vo.norm(c3, 1), device="cuda"), torch.linalg.vector_norm(t3, dim=1))]
+    for k, (got, want) in enumerate(axis_checks):
+        if type(got) is not type(want) or not torch.allclose(got, want, rtol=1e-9, atol=1e-9):
+            bad.append(f"along axes {k}")
+    if not isinstance(vo.min(c3, 0), cp.ndarray):
+        bad.append("along axes: CuPy in, CuPy out")
     mm, vv = cp.random.standard_normal((1000, 777)), cp.random.standard_normal(777)
     if float(cp.max(cp.abs(vo.matvec(mm, vv) - mm @ vv))) > 1e-9:
         bad.append("matvec 1000x777")

@@ -61,6 +61,33 @@ def checks() -> list[tuple[str, Callable[[], None]]]:
         assert y.shape == (3, 4) and np.allclose(y.copy_to_host(), 0.25)
 
     out.append(("device_arrays", device_in_device_out))
+
+    def along_axes() -> None:
+        from numba import cuda
+
+        x = rng.standard_normal((2, 3, 40)).astype(np.float32)
+        xd = x.astype(np.float64)
+        for axis in (1, (0, 2), -1):
+            np.testing.assert_allclose(vo.sum(x, axis, backend="cudasim"), xd.sum(axis), rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(vo.min(x, axis, keepdims=True, backend="cudasim"),
+                                          x.min(axis, keepdims=True))
+        m = xd.max(0, keepdims=True)
+        e = np.exp(xd - m)
+        np.testing.assert_allclose(vo.softmax(x, 0, backend="cudasim"), e / e.sum(0, keepdims=True), rtol=1e-5)
+        # a numba device array reduces along its last axes (a reshape), and says why not along others
+        d = cuda.to_device(x)
+        s = vo.norm(d, -1)
+        assert s.shape == (2, 3)
+        np.testing.assert_allclose(s.copy_to_host(), np.sqrt((xd * xd).sum(-1)), rtol=1e-5)
+        np.testing.assert_allclose(vo.mean(d, (1, 2)).copy_to_host(), xd.mean((1, 2)), rtol=1e-5)
+        try:
+            vo.sum(d, 0)
+        except vo.OpsError as e:
+            assert "Fix:" in str(e) and "transpose" in str(e)
+        else:
+            raise AssertionError("a numba device array reduced along its first axis")
+
+    out.append(("along_axes", along_axes))
     for r, c in [(3, 5), (2, 300), (2, 1030)]:
         x = rng.standard_normal((r, c)).astype(np.float32)
         g = rng.standard_normal((r, c)).astype(np.float32)

@@ -61,8 +61,7 @@ def test_row_programs(rows: int, cols: int, seed: int) -> None:
     cases: list[tuple[Program, dict[str, np.ndarray]]] = [
         (W.logsumexp_program(F64, gpu=False, wg=1), {"x": x, "out": r}),
         (W.layer_norm_program(F64, 1e-5, gpu=False, wg=1), {"x": x, "y": z, "mean": r, "rstd": r.copy()}),
-        (W.row_program("sum", F64, gpu=False, wg=1), {"x": x, "out": r}),
-        (W.row_program("max", F64, gpu=False, wg=1), {"x": x, "out": r}),
+        *((W.row_program(kind, F64, gpu=False, wg=1), {"x": x, "out": r}) for kind in W.ROW_KINDS),
     ]
     for prog, inputs in cases:
         check_grad(prog, {k: v.copy() for k, v in inputs.items()}, ["x"], backend="interp", grid=rows)
@@ -120,12 +119,13 @@ def _gpu_cases() -> list[tuple[str, Program, dict[str, np.ndarray], list[str], i
         ("logsumexp", W.logsumexp_program(F64, gpu=True, wg=32, resident=1), {"x": m, "out": z3}, ["x"], 3),
         ("layer_norm", W.layer_norm_program(F64, 1e-5, gpu=True, wg=32, resident=1),
          {"x": m, "y": z96, "mean": z3, "rstd": z3}, ["x"], 3),
-        ("row_max", W.row_program("max", F64, gpu=True, wg=32, resident=1), {"x": m, "out": z3}, ["x"], 3),
+        *((f"row_{kind}", W.row_program(kind, F64, gpu=True, wg=32, resident=1), {"x": m, "out": z3}, ["x"], 3)
+          for kind in W.ROW_KINDS),
         ("matvec", L.matvec_program(F64, gpu=True), {"m": x[:60], "v": y[:20], "out": z3}, ["m", "v"], 1),
     ]
 
 
-@pytest.mark.parametrize("case", range(9))
+@pytest.mark.parametrize("case", range(len(_gpu_cases())))
 def test_gpu_forms(case: int) -> None:
     """The GPU-form programs (subgroup reduces, workgroup memory, barriers) through reverse mode."""
     _, prog, inputs, wrt, grid = _gpu_cases()[case]

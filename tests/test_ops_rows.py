@@ -59,6 +59,14 @@ def test_row_reductions(backend: str, gpu_form: bool | None, x: np.ndarray) -> N
         _close(got_sum, xd.sum(-1), x.dtype, 1 + np.abs(np.nan_to_num(xd)).sum(-1).max(initial=0))
         want_max = np.max(xd, -1) if x.shape[1] else np.full(x.shape[0], -np.inf)
     np.testing.assert_array_equal(W._row_reduce("max", x, backend, gpu_form), want_max)
+    with np.errstate(all="ignore"):
+        want_min = np.min(xd, -1) if x.shape[1] else np.full(x.shape[0], np.inf)
+        scale = 1 + np.abs(np.nan_to_num(xd)).sum(-1).max(initial=0)
+        _close(W._row_reduce("mean", x, backend, gpu_form), xd.sum(-1) / x.shape[1], x.dtype,
+               scale / max(1, x.shape[1]))
+        _close(W._row_reduce("norm", x, backend, gpu_form), np.sqrt((xd * xd).sum(-1)), x.dtype,
+               1 + np.sqrt((np.nan_to_num(xd) ** 2).sum(-1)).max(initial=0))
+    np.testing.assert_array_equal(W._row_reduce("min", x, backend, gpu_form), want_min)
     _close(W._row_reduce("lse", x, backend, gpu_form), _ref_lse(xd), x.dtype, 4)
 
 
@@ -258,7 +266,9 @@ def test_matvec_gpu_form_knobs(data: st.DataObject) -> None:
 
 def test_bad_shapes_are_clear_errors() -> None:
     with pytest.raises(vo.OpsError, match="2-D"):
-        vo.softmax(np.zeros(4), backend="cpu")
+        vo.row_sum(np.zeros(4), backend="cpu")
+    with pytest.raises(vo.OpsError, match="0-d .*Fix"):
+        vo.softmax(np.zeros(()), backend="cpu")  # a 1-D array is one row (tests/test_ops_axes.py)
     with pytest.raises(vo.OpsError, match="Fix: pass m of shape"):
         vo.matvec(np.zeros((3, 4)), np.zeros(5), backend="cpu")
     with pytest.raises(vo.OpsError, match="cotangent"):

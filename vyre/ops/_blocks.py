@@ -17,6 +17,18 @@ from ..ir import (
 from ..ir.expr import Var, lit
 
 SUBGROUP = 32
+#: CPU forms (vyre.ops.reduce; the row-wise ops' long rows): accumulators per block (lanes of one
+#: vectorised add). The lane array is a workgroup buffer, which the CPU kernel keeps in its stack
+#: frame (vyre/codegen/cpu.py), so LLVM holds the lanes in vector registers across the loop; 64
+#: measured fastest there (serial kernel, 2^16 elements in cache: f32 max 4.4 -> 4.0 us against 128
+#: lanes, f32 sum 5.3 -> 4.8, f64 dot 8.4 -> 8.0); 32 lanes is a loop LLVM unrolls before it
+#: vectorises, and without the SLP vectoriser (numba leaves it off) the unrolled adds stay scalar
+#: (f64 dot 27 us)
+CPU_LANES = 64
+#: CPU form: elements per lane and step, combined pairwise first (fewer lane updates per element):
+#: 2 measured 1.1-1.4x faster for sum, sum of squares and max; f64 max with 4 measured 8.2 -> 9.9
+#: us at 2^16; dot keeps 1 (2 measured slower: 4.0 against 5.2 G/s for f32)
+CPU_PAIR = 2
 #: :func:`halving`: levels of at most this many slots are written out instead of looped
 HALVING_UNROLLED = 8
 

@@ -329,8 +329,7 @@ def plan_key(op: tuple[Any, ...], inputs: tuple[Any, ...], backend: str | None
     for x in inputs:
         if type(x) is not np.ndarray:
             return None
-        flags = x.flags
-        if not (flags.c_contiguous and flags.aligned):
+        if not _usable(x):
             return None
         flat.append(x if x.ndim == 1 else x.ravel())  # a view: C-contiguous (ravel: a third of reshape's time)
         key += [x.dtype, x.shape]
@@ -363,23 +362,36 @@ def _device_key(op: tuple[Any, ...], inputs: tuple[Any, ...], backend: str | Non
     return tuple(key), flat
 
 
+def _usable(x: np.ndarray) -> bool:
+    """Can a plan take numpy array ``x`` as it is (C-contiguous and aligned, as plan_key asks)?"""
+    flags = x.flags
+    # carray: C-contiguous, aligned and writeable (half the time of asking two flags)
+    return flags.carray or (flags.c_contiguous and flags.aligned)
+
+
 def planned(op: Op, inputs: tuple[Any, ...], backend: str | None,
             checked: Callable[[Op, tuple[Any, ...], str | None], T]) -> T:
     """``checked(op, inputs, backend)`` (the op as written), or its plan where one exists for
     this key; the first call of a key is recorded into one. ``op``: the op's name and every option
     that changes what it runs or returns (a forced program form included), which is all
     ``checked`` gets besides the arrays and the backend argument."""
-    if backend is None and len(inputs) == 1:
-        # the common call (one numpy array, the default backend) looks its plan up first, and
-        # checks what plan_key would only once a plan exists: 0.5 us less per call
-        (x,) = inputs
-        if type(x) is np.ndarray:
-            plan = _plans.get((op, None, x.dtype, x.shape))
-            if plan is not None:
-                flags = x.flags
-                # carray: C-contiguous, aligned and writeable (half the time of asking two flags)
-                if (flags.carray or (flags.c_contiguous and flags.aligned)) and default_is_cpu():
-                    return plan.run([x if x.ndim == 1 else x.ravel()])  # type: ignore[no-any-return]
+    x = inputs[0]
+    if type(x) is np.ndarray and (backend is None or backend == "cpu"):
+        # the common calls (one or two numpy arrays, the default or the CPU backend) look their
+        # plan up first, and check what plan_key would only once a plan exists: 0.5 us less per
+        # call (the key is plan_key's)
+        n = len(inputs)
+        if n == 1:
+            plan = _plans.get((op, backend, x.dtype, x.shape))
+            if plan is not None and _usable(x) and (backend is not None or default_is_cpu()):
+                return plan.run([x if x.ndim == 1 else x.ravel()])  # type: ignore[no-any-return]
+        elif n == 2:
+            y = inputs[1]
+            if type(y) is np.ndarray:
+                plan = _plans.get((op, backend, x.dtype, x.shape, y.dtype, y.shape))
+                if plan is not None and _usable(x) and _usable(y) and (backend is not None or default_is_cpu()):
+                    return plan.run([x if x.ndim == 1 else x.ravel(),  # type: ignore[no-any-return]
+                                     y if y.ndim == 1 else y.ravel()])
     hit = plan_key(op, inputs, backend)
     if hit is None:
         return checked(op, inputs, backend)

@@ -31,8 +31,7 @@ from ..ir import (
     workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import Combine, all_of, bounded_span, lane_reduce, tree
-from .reduce import CPU_LANES, CPU_PAIR
+from ._blocks import CPU_LANES, CPU_PAIR, Combine, all_of, bounded_span, lane_reduce, tree
 
 #: CPU form: rows this long or longer reduce through a lane array, shorter ones into ``unroll``
 #: scalar accumulators (measured, BENCHMARKS.md: 16-column rows ran 2x slower through lanes). 64

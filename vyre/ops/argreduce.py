@@ -19,6 +19,7 @@ from ..ir import (
     lid, load, loop, maximum, minimum, output, read, select, store, subgroup_reduce, u32, var, wgid, workgroup,
 )
 from ..ir.expr import lit
+from ._axes import along
 from ._blocks import SUBGROUP, Combine, all_of, bounded_span, isnan, lane_fold, nan, nan_flags, subgroup_combine
 from ._plans import planned
 from ._runtime import OpsError, prepare
@@ -256,9 +257,16 @@ def _lowest_index(prefix: str, m: Expr, mi: Expr, best: Expr) -> list[Node]:
     ]
 
 
-def argmax(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
+def argmax(x: Any, axis: Any = None, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Flat index of the first maximum (numpy's rule: the first NaN if there is one), as an int64
-    scalar (numpy) or 0-d uint32 device array (device input). An empty array is an error."""
+    scalar (numpy) or 0-d uint32 device array (device input). An empty array is an error. ``axis``
+    may name every axis (a 1-D array's ``0`` or ``-1``); an index per row is not offered."""
+    if axis is not None:
+        al = along(x, axis)
+        if not al.whole:
+            raise OpsError(f"argmax along axis {axis!r} of an array of shape {al.shape}: vyre.ops.argmax "
+                           "gives the flat index of the whole array's first maximum, not an index per row. "
+                           "Fix: pass axis=None, or take per-row indices with numpy (np.argmax(x, axis))")
     return planned(("argmax", deterministic, None), (x,), backend, _argmax_checked)
 
 

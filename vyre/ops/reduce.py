@@ -36,10 +36,12 @@ from ..ir import (
     unop, var, wgid, workgroup,
 )
 from ._blocks import (
-    Combine, all_of, bounded_span, lane_reduce, tree, workgroup_combine,
+    CPU_LANES, CPU_PAIR, Combine, all_of, bounded_span, lane_reduce, tree, workgroup_combine,
 )
+from ._axes import along, whole_keepdims
 from ._plans import planned
 from ._runtime import Arr, Ctx, OpsError, gpu_workgroups_cap, prepare
+from .rowwise import reduce_rows
 
 __all__ = [
     "CPU_LANES", "GPU_UNROLL", "GPU_WG", "Reduce", "dot", "full_program",
@@ -48,17 +50,6 @@ __all__ = [
 
 GPU_WG = 256
 GPU_UNROLL = 8
-#: CPU form: accumulators per block (lanes of one vectorised add). The lane array is a workgroup
-#: buffer, which the CPU kernel keeps in its stack frame (vyre/codegen/cpu.py), so LLVM holds the
-#: lanes in vector registers across the loop; 64 measured fastest there (serial kernel, 2^16
-#: elements in cache: f32 max 4.4 -> 4.0 us against 128 lanes, f32 sum 5.3 -> 4.8, f64 dot 8.4 ->
-#: 8.0); 32 lanes is a loop LLVM unrolls before it vectorises, and without the SLP vectoriser
-#: (numba leaves it off) the unrolled adds stay scalar (f64 dot 27 us)
-CPU_LANES = 64
-#: CPU form: elements per lane and step, combined pairwise first (fewer lane updates per element):
-#: 2 measured 1.1-1.4x faster for sum, sum of squares and max; f64 max with 4 measured 8.2 -> 9.9
-#: us at 2^16; dot keeps 1 (2 measured slower: 4.0 against 5.2 G/s for f32)
-CPU_PAIR = 2
 #: CPU forms (full_program, argmax_program): elements per block at most (one workgroup; blocks run
 #: in parallel). Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a
 #: little overhead.
@@ -339,25 +330,38 @@ _SUM, _MEAN, _MAX, _MIN = (_keys(Reduce.SUM, Post.NONE), _keys(Reduce.SUM, Post.
 _DOT, _NORM = _keys(Reduce.DOT, Post.NONE), _keys(Reduce.SUMSQ, Post.SQRT)
 
 
-def sum(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
-    """Sum of all elements (0 for an empty array). f32 accumulates in f64. See docs/ops.md for the
-    error bound and NaN rules; every call is bit-identical to the last on the same backend."""
-    return planned(_SUM[bool(deterministic)], (x,), backend, _reduce_checked)
+def sum(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
+        deterministic: bool = False) -> Any:
+    """Sum of all elements, or along ``axis`` (an int or a tuple of ints; docs/ops.md, "Axes"); 0
+    where nothing is summed. f32 accumulates in f64. See docs/ops.md for the error bound and NaN
+    rules; every call is bit-identical to the last on the same backend."""
+    if axis is None and not keepdims:
+        return planned(_SUM[bool(deterministic)], (x,), backend, _reduce_checked)
+    return _along(_SUM, "sum", x, axis, keepdims, backend, deterministic)
 
 
-def mean(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
-    """Arithmetic mean (NaN for an empty array)."""
-    return planned(_MEAN[bool(deterministic)], (x,), backend, _reduce_checked)
+def mean(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
+         deterministic: bool = False) -> Any:
+    """Arithmetic mean of all elements, or along ``axis`` (NaN where there is nothing, as 0 / 0)."""
+    if axis is None and not keepdims:
+        return planned(_MEAN[bool(deterministic)], (x,), backend, _reduce_checked)
+    return _along(_MEAN, "mean", x, axis, keepdims, backend, deterministic)
 
 
-def max(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
-    """Largest element; NaN if any element is NaN; -inf for an empty array."""
-    return planned(_MAX[bool(deterministic)], (x,), backend, _reduce_checked)
+def max(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
+        deterministic: bool = False) -> Any:
+    """Largest element, or along ``axis``; NaN if any element is NaN; -inf where there is none."""
+    if axis is None and not keepdims:
+        return planned(_MAX[bool(deterministic)], (x,), backend, _reduce_checked)
+    return _along(_MAX, "max", x, axis, keepdims, backend, deterministic)
 
 
-def min(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
-    """Smallest element; NaN if any element is NaN; +inf for an empty array."""
-    return planned(_MIN[bool(deterministic)], (x,), backend, _reduce_checked)
+def min(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
+        deterministic: bool = False) -> Any:
+    """Smallest element, or along ``axis``; NaN if any element is NaN; +inf where there is none."""
+    if axis is None and not keepdims:
+        return planned(_MIN[bool(deterministic)], (x,), backend, _reduce_checked)
+    return _along(_MIN, "min", x, axis, keepdims, backend, deterministic)
 
 
 def dot(x: Any, y: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
@@ -365,7 +369,23 @@ def dot(x: Any, y: Any, *, backend: str | None = None, deterministic: bool = Fal
     return planned(_DOT[bool(deterministic)], (x, y), backend, _reduce_checked)
 
 
-def norm(x: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
-    """Euclidean norm ``sqrt(sum(x * x))`` over all elements (0 when empty). f32 squares are summed
-    in f64, so they never overflow; f64 squares overflow past 1e154, as numpy's do."""
-    return planned(_NORM[bool(deterministic)], (x,), backend, _reduce_checked)
+def norm(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
+         deterministic: bool = False) -> Any:
+    """Euclidean norm ``sqrt(sum(x * x))`` over all elements, or along ``axis`` (0 where there is
+    nothing). f32 squares are summed in f64, so they never overflow; f64 squares overflow past
+    1e154, as numpy's do."""
+    if axis is None and not keepdims:
+        return planned(_NORM[bool(deterministic)], (x,), backend, _reduce_checked)
+    return _along(_NORM, "norm", x, axis, keepdims, backend, deterministic)
+
+
+def _along(keys: tuple[tuple[Reduce, Post, bool, None], tuple[Reduce, Post, bool, None]], row_kind: str, x: Any,
+           axis: Any, keepdims: bool, backend: str | None, deterministic: bool) -> Any:
+    """A reduction with ``axis`` or ``keepdims``: every axis reduced is the whole-array reduction
+    (its passes, ``deterministic`` as asked); otherwise one row per position of the kept axes
+    (vyre.ops.rowwise: a row's order is fixed, so every result is deterministic)."""
+    al = along(x, axis)
+    if al.whole:
+        value = planned(keys[bool(deterministic)], (x,), backend, _reduce_checked)
+        return whole_keepdims(value, al) if keepdims else value
+    return reduce_rows(row_kind, x, al, keepdims, backend)

@@ -33,6 +33,7 @@ from ..ir import (
     load, log, output, read, select, store, u32, unop, var, wgid,
 )
 from ..ir.expr import lit
+from ._axes import Along, along, from_rows, per_row, rows_of_stat, to_rows
 from ._blocks import Combine, workgroup_combine
 from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
 from ._plans import planned
@@ -40,8 +41,8 @@ from ._runtime import Ctx, OpsError, prepare
 
 __all__ = [
     "layer_norm", "layer_norm_grad", "layer_norm_grad_program", "layer_norm_program", "logsumexp",
-    "logsumexp_grad", "logsumexp_grad_program", "logsumexp_program", "row_max", "row_program",
-    "row_sum", "row_workgroup", "softmax", "softmax_grad", "softmax_grad_program", "softmax_program",
+    "logsumexp_grad", "logsumexp_grad_program", "logsumexp_program", "ROW_KINDS", "row_max", "row_program",
+    "reduce_rows", "row_sum", "row_workgroup", "softmax", "softmax_grad", "softmax_grad_program", "softmax_program",
 ]
 
 GPU_UNROLL = 8
@@ -131,19 +132,36 @@ def _shift(m: Expr, t: DataType) -> Expr:
     return select(unop(UnOpKind.IS_FINITE, m), m, lit(0.0, t))
 
 
+#: row_program's kinds: how a row's elements combine, and what the total becomes
+ROW_KINDS = ("sum", "mean", "max", "min", "norm")
+
+
 @functools.lru_cache(maxsize=64)
 def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
         lanes: bool = False) -> Program:
-    """``out[r]`` = sum (``kind="sum"``, f32 in f64) or NaN-propagating max (``"max"``) of row ``r``."""
+    """``out[r]`` = the reduction of row ``r``: its sum (``kind="sum"``), mean (``"mean"``: NaN for
+    an empty row, as 0 / 0) or Euclidean norm (``"norm"``), f32 accumulated in f64; its
+    NaN-propagating maximum (``"max"``) or minimum (``"min"``)."""
+    if kind not in ROW_KINDS:
+        raise ValueError(f"row_program kind {kind!r}; expected one of {ROW_KINDS}")
     b = _Row(gpu, wg, "out", resident, lanes)
     b.buf(read("x", 0, t))
     b.buf(output("out", 1, t))
     rl = b.begin("x")
-    comb = Combine.ADD if kind == "sum" else Combine.MAX
-    a = _acc(t, b.resident) if kind == "sum" else t
-    nodes, part = rl.reduce("s", comb, a, lambda ld: cast(a, ld("x")), ("x",))
+    comb = {"max": Combine.MAX, "min": Combine.MIN}.get(kind, Combine.ADD)
+    a = _acc(t, b.resident) if comb is Combine.ADD else t
+
+    def term(ld: Access) -> Expr:
+        x = cast(a, ld("x"))
+        return x * x if kind == "norm" else x
+
+    nodes, part = rl.reduce("s", comb, a, term, ("x",))
     b.stmts += nodes
     total = b.combine("t", part, comb, a)
+    if kind == "mean":
+        total = total / cast(a, var("cols"))
+    elif kind == "norm":
+        total = unop(UnOpKind.SQRT, total)
     b.store_stat("out", cast(t, total))
     return b.program()
 
@@ -339,31 +357,58 @@ def _row_reduce_checked(op: tuple[str, bool | None], inputs: tuple[Any, ...], ba
     t = arrs["x"].dtype
     out = ctx.empty(rows, t)
     if rows:
-        prog = (row_program(kind, t, **kw) if kind in ("sum", "max")
-                else logsumexp_program(t, **kw))
+        prog = row_program(kind, t, **kw) if kind in ROW_KINDS else logsumexp_program(t, **kw)
         ctx.run(prog, {"x": arrs["x"].data, "out": out}, rows)
     return ctx.result(out, (rows,))
 
 
+def reduce_rows(kind: str, x: Any, al: Along, keepdims: bool, backend: str | None) -> Any:
+    """``kind`` (one of ROW_KINDS) of ``x`` along ``al``'s axes, one row per position of the kept
+    axes (vyre.ops._axes): what ``sum(x, axis=...)`` and its kin run when some axis is kept."""
+    r = planned(("row_" + kind, None), (to_rows(x, al),), backend, _row_reduce_checked)
+    return per_row(r, al, keepdims)
+
+
+def _rows2d(x: Any, axis: Any) -> bool:
+    """Is this the 2-D, last-axis call the programs take as it is (no reshaping)?"""
+    return type(axis) is int and axis in (-1, 1) and getattr(x, "ndim", 0) == 2
+
+
 def row_sum(x: Any, *, backend: str | None = None) -> Any:
-    """Sum of each row of a 2-D array (0 for an empty row), f32 accumulated in f64."""
+    """Sum of each row of a 2-D array (0 for an empty row), f32 accumulated in f64: ``sum(x,
+    axis=-1)``."""
     return planned(("row_sum", None), (x,), backend, _row_reduce_checked)
 
 
 def row_max(x: Any, *, backend: str | None = None) -> Any:
-    """Maximum of each row (NaN if the row has one, -inf for an empty row)."""
+    """Maximum of each row (NaN if the row has one, -inf for an empty row): ``max(x, axis=-1)``."""
     return planned(("row_max", None), (x,), backend, _row_reduce_checked)
 
 
-def logsumexp(x: Any, *, backend: str | None = None) -> Any:
-    """``log(sum(exp(x), axis=-1))`` of a 2-D array, stable (-inf for an empty or all -inf row)."""
-    return planned(("row_lse", None), (x,), backend, _row_reduce_checked)
+def logsumexp(x: Any, axis: Any = -1, *, keepdims: bool = False, backend: str | None = None) -> Any:
+    """``log(sum(exp(x), axis))``, stable (-inf for an empty or all -inf row). ``axis``: an int or
+    a tuple of ints (the last axis by default; docs/ops.md, "Axes")."""
+    if _rows2d(x, axis) and not keepdims:
+        return planned(("row_lse", None), (x,), backend, _row_reduce_checked)
+    al = along(x, axis)
+    r = planned(("row_lse", None), (to_rows(x, al),), backend, _row_reduce_checked)
+    return per_row(r, al, keepdims)
 
 
-def softmax(x: Any, *, backend: str | None = None, return_lse: bool = False,
+def softmax(x: Any, axis: Any = -1, *, backend: str | None = None, return_lse: bool = False,
             _gpu_form: bool | None = None) -> Any:
-    """Row softmax of a 2-D array; with ``return_lse`` also each row's log-sum-exp."""
-    return planned(("softmax", return_lse, _gpu_form), (x,), backend, _softmax)
+    """Softmax along ``axis`` (the last by default; an int or a tuple of ints), in ``x``'s shape;
+    with ``return_lse`` also the log-sum-exp of each row (the kept axes' shape), which
+    :func:`logsumexp_grad` and the gradient of a cross-entropy take."""
+    op = ("softmax", return_lse, _gpu_form)
+    if _rows2d(x, axis):
+        return planned(op, (x,), backend, _softmax)
+    al = along(x, axis)
+    out = planned(op, (to_rows(x, al),), backend, _softmax)
+    if return_lse:
+        y, lse = out
+        return from_rows(y, al), per_row(lse, al)
+    return from_rows(out, al)
 
 
 def _softmax(op: tuple[str, bool, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
@@ -378,9 +423,16 @@ def _softmax(op: tuple[str, bool, bool | None], inputs: tuple[Any, ...], backend
     return (ys, ctx.result(lse, (rows,))) if return_lse else ys
 
 
-def softmax_grad(y: Any, g: Any, *, backend: str | None = None, _gpu_form: bool | None = None) -> Any:
-    """The vector-Jacobian product of softmax: ``dx`` for the softmax output ``y`` and cotangent ``g``."""
-    return planned(("softmax_grad", _gpu_form), (y, g), backend, _softmax_grad)
+def softmax_grad(y: Any, g: Any, axis: Any = -1, *, backend: str | None = None,
+                 _gpu_form: bool | None = None) -> Any:
+    """The vector-Jacobian product of softmax along ``axis``: ``dx`` for the softmax output ``y``
+    and cotangent ``g`` (of ``y``'s shape)."""
+    op = ("softmax_grad", _gpu_form)
+    if _rows2d(y, axis):
+        return planned(op, (y, g), backend, _softmax_grad)
+    al = along(y, axis, "y")
+    _same_shapes(al, g, "g")
+    return from_rows(planned(op, (to_rows(y, al), to_rows(g, al)), backend, _softmax_grad), al)
 
 
 def _softmax_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
@@ -396,10 +448,16 @@ def _softmax_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend:
     return ctx.result(dx, (rows, cols))
 
 
-def logsumexp_grad(x: Any, lse: Any, g: Any, *, backend: str | None = None,
+def logsumexp_grad(x: Any, lse: Any, g: Any, axis: Any = -1, *, backend: str | None = None,
                    _gpu_form: bool | None = None) -> Any:
-    """``dx`` of ``logsumexp(x)`` (whose value is ``lse``) for the per-row cotangent ``g``."""
-    return planned(("logsumexp_grad", _gpu_form), (x, lse, g), backend, _logsumexp_grad)
+    """``dx`` of ``logsumexp(x, axis)`` (whose value is ``lse``) for the per-row cotangent ``g``
+    (both of the kept axes' shape, or the keepdims shape)."""
+    op = ("logsumexp_grad", _gpu_form)
+    if _rows2d(x, axis):
+        return planned(op, (x, lse, g), backend, _logsumexp_grad)
+    al = along(x, axis)
+    inputs = (to_rows(x, al), rows_of_stat(lse, al, "lse"), rows_of_stat(g, al, "g"))
+    return from_rows(planned(op, inputs, backend, _logsumexp_grad), al)
 
 
 def _logsumexp_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
@@ -407,7 +465,7 @@ def _logsumexp_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backen
     x, lse, g = inputs
     ctx, arrs, rows, cols, kw = _prep({"x": x, "lse": lse, "g": g}, backend, gpu_form)
     for name in ("lse", "g"):
-        if arrs[name].shape != (rows,):
+        if arrs[name].shape not in ((rows,), (rows, 1)):  # the keepdims shape too
             raise OpsError(f"{name} has shape {arrs[name].shape}, expected ({rows},) (one per row of x). "
                            "Fix: pass logsumexp(x) and a cotangent per row")
     t = arrs["x"].dtype
@@ -418,13 +476,22 @@ def _logsumexp_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backen
     return ctx.result(dx, (rows, cols))
 
 
-def layer_norm(x: Any, eps: float = 1e-5, *, backend: str | None = None, return_stats: bool = False,
-               _gpu_form: bool | None = None) -> Any:
-    """Row layer norm ``(x - mean) / sqrt(var + eps)`` of a 2-D array (no affine parameters); with
-    ``return_stats`` also the per-row ``mean`` and ``rstd`` that :func:`layer_norm_grad` takes."""
+def layer_norm(x: Any, eps: float = 1e-5, axis: Any = -1, *, backend: str | None = None,
+               return_stats: bool = False, _gpu_form: bool | None = None) -> Any:
+    """Layer norm ``(x - mean) / sqrt(var + eps)`` along ``axis`` (the last by default; an int or a
+    tuple of ints, normalised together), no affine parameters; with ``return_stats`` also the
+    per-row ``mean`` and ``rstd`` (the kept axes' shape) that :func:`layer_norm_grad` takes."""
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
         raise OpsError(f"eps must be a finite float >= 0, got {eps!r}. Fix: pass e.g. eps=1e-5")
-    return planned(("layer_norm", float(eps), return_stats, _gpu_form), (x,), backend, _layer_norm)
+    op = ("layer_norm", float(eps), return_stats, _gpu_form)
+    if _rows2d(x, axis):
+        return planned(op, (x,), backend, _layer_norm)
+    al = along(x, axis)
+    out = planned(op, (to_rows(x, al),), backend, _layer_norm)
+    if return_stats:
+        y, mean, rstd = out
+        return from_rows(y, al), per_row(mean, al), per_row(rstd, al)
+    return from_rows(out, al)
 
 
 def _layer_norm(op: tuple[str, float, bool, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
@@ -440,10 +507,17 @@ def _layer_norm(op: tuple[str, float, bool, bool | None], inputs: tuple[Any, ...
     return (ys, ctx.result(mean, (rows,)), ctx.result(rstd, (rows,))) if return_stats else ys
 
 
-def layer_norm_grad(x: Any, g: Any, mean: Any, rstd: Any, *, backend: str | None = None,
+def layer_norm_grad(x: Any, g: Any, mean: Any, rstd: Any, axis: Any = -1, *, backend: str | None = None,
                     _gpu_form: bool | None = None) -> Any:
-    """``dx`` of :func:`layer_norm` for cotangent ``g``, from the statistics it returned."""
-    return planned(("layer_norm_grad", _gpu_form), (x, g, mean, rstd), backend, _layer_norm_grad)
+    """``dx`` of :func:`layer_norm` along ``axis`` for cotangent ``g``, from the statistics it
+    returned."""
+    op = ("layer_norm_grad", _gpu_form)
+    if _rows2d(x, axis):
+        return planned(op, (x, g, mean, rstd), backend, _layer_norm_grad)
+    al = along(x, axis)
+    _same_shapes(al, g, "g")
+    inputs = (to_rows(x, al), to_rows(g, al), rows_of_stat(mean, al, "mean"), rows_of_stat(rstd, al, "rstd"))
+    return from_rows(planned(op, inputs, backend, _layer_norm_grad), al)
 
 
 def _layer_norm_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
@@ -451,7 +525,7 @@ def _layer_norm_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backe
     ctx, arrs, rows, cols, kw = _prep(dict(zip(("x", "g", "mean", "rstd"), inputs, strict=True)), backend, gpu_form)
     _same_shape(arrs, ("x", "g"))
     for name in ("mean", "rstd"):
-        if arrs[name].shape != (rows,):
+        if arrs[name].shape not in ((rows,), (rows, 1)):  # the keepdims shape too
             raise OpsError(f"{name} has shape {arrs[name].shape}, expected ({rows},). "
                            "Fix: pass the statistics layer_norm(x, return_stats=True) returned")
     t = arrs["x"].dtype
@@ -460,6 +534,14 @@ def _layer_norm_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backe
         ctx.run(layer_norm_grad_program(t, **kw),
                 {n: arrs[n].data for n in ("x", "g", "mean", "rstd")} | {"dx": dx}, rows)
     return ctx.result(dx, (rows, cols))
+
+
+def _same_shapes(al: Along, g: Any, name: str) -> None:
+    """A cotangent of the forward output's shape (checked before the rows hide a mismatch)."""
+    shape = tuple(int(d) for d in getattr(g, "shape", ()))
+    if shape != al.shape:
+        raise OpsError(f"{name} has shape {shape} but the output has {al.shape}. "
+                       "Fix: pass a cotangent of the output's shape")
 
 
 def _same_shape(arrs: dict, names: tuple[str, str]) -> None:

@@ -1,0 +1,210 @@
+"""vyre.ops along axes (``axis=`` / ``keepdims=``): every reduction, softmax, logsumexp and layer
+norm with their gradients on arrays of rank 0-4, any axis or tuple of axes, against numpy's own
+axis semantics in float64 (Hypothesis over shapes, axes and values with NaN and inf), on the CPU
+and the interpreter (the simulator: tests/ops_sim_runner.py); bad axes are clear errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import vyre.ops as vo
+from tests.ops_cases import floats_array
+from vyre.ops import OpsError
+
+#: dims of 0 and 1, and one past the CPU form's switch to lane arrays (64 columns)
+DIMS = st.one_of(st.integers(0, 4), st.sampled_from([1, 70]))
+
+
+@st.composite
+def shaped(draw: st.DrawFn, max_rank: int = 4, special: bool = True) -> np.ndarray:
+    rank = draw(st.integers(0, max_rank))
+    shape = tuple(draw(st.lists(DIMS, min_size=rank, max_size=rank)))
+    if np.prod(shape, dtype=np.int64) > 2000:  # keeps the interpreter quick
+        shape = tuple(min(d, 4) for d in shape)
+    dt = draw(st.sampled_from([np.float32, np.float64]))
+    n = int(np.prod(shape, dtype=np.int64))
+    return floats_array(draw, n, dt, special and draw(st.booleans())).reshape(shape)
+
+
+@st.composite
+def axes(draw: st.DrawFn, nd: int, allow_none: bool = True) -> Any:
+    """None, one axis or a tuple of distinct axes, each as a non-negative or negative number."""
+    if nd == 0:
+        return None
+    choice = draw(st.sampled_from(["none", "int", "tuple"] if allow_none else ["int", "tuple"]))
+    if choice == "none":
+        return None
+    picked = draw(st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd, unique=True))
+    signed = tuple(a - nd if draw(st.booleans()) else a for a in picked)
+    return signed[0] if choice == "int" else signed
+
+
+def _ref(name: str, x: np.ndarray, axis: Any, keepdims: bool) -> Any:
+    xd = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        match name:
+            case "sum":
+                return np.sum(xd, axis, keepdims=keepdims)
+            case "mean":
+                reduced = range(x.ndim) if axis is None else [a % x.ndim for a in np.atleast_1d(axis)]
+                count = np.prod([x.shape[a] for a in reduced], dtype=np.float64)
+                return np.sum(xd, axis, keepdims=keepdims) / count  # 0 / 0 = NaN where nothing is reduced
+            case "max":
+                return np.max(xd, axis, keepdims=keepdims, initial=-np.inf)
+            case "min":
+                return np.min(xd, axis, keepdims=keepdims, initial=np.inf)
+            case "norm":
+                return np.sqrt(np.sum(xd * xd, axis, keepdims=keepdims))
+    raise AssertionError(name)
+
+
+def _close(got: Any, want: Any, x: np.ndarray, name: str) -> None:
+    g = np.asarray(got, np.float64)
+    assert g.shape == np.shape(want)
+    if name in ("max", "min"):
+        np.testing.assert_array_equal(g, want)  # exact, NaN where a NaN was reduced
+        return
+    mag = np.abs(np.nan_to_num(x.astype(np.float64), posinf=0, neginf=0))
+    scale = 1 + (np.sqrt((mag * mag).sum()) if name == "norm" else mag.sum())
+    tol = (2e-6 if x.dtype == np.float32 else 1e-13) * scale
+    np.testing.assert_allclose(g, want, rtol=tol, atol=tol, equal_nan=True)
+
+
+REDUCTIONS = ["sum", "mean", "max", "min", "norm"]
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interp"])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_reductions_along_axes_match_numpy(backend: str, data: st.DataObject) -> None:
+    x = data.draw(shaped())
+    axis = data.draw(axes(x.ndim))
+    keepdims = data.draw(st.booleans())
+    for name in REDUCTIONS:
+        got = getattr(vo, name)(x, axis, keepdims=keepdims, backend=backend)
+        want = _ref(name, x, axis, keepdims)
+        _close(got, want, x, name)
+        assert np.asarray(got).dtype == x.dtype
+        # a numpy scalar where numpy gives one (every axis reduced, no keepdims), else an array
+        assert isinstance(got, np.ndarray) == isinstance(want, np.ndarray), (name, axis, keepdims, type(got))
+
+
+def test_axis_results_are_exactly_the_row_ops() -> None:
+    """Reducing the last axis of a 2-D array is row_sum / row_max, bit for bit, and moving an
+    axis last first gives the same bits as the caller's own transposed copy."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 300)).astype(np.float32)
+    np.testing.assert_array_equal(vo.sum(a, -1), vo.row_sum(a))
+    np.testing.assert_array_equal(vo.max(a, 1), vo.row_max(a))
+    b = rng.standard_normal((3, 7, 9))
+    moved = np.ascontiguousarray(np.moveaxis(b, 1, -1)).reshape(27, 7)
+    np.testing.assert_array_equal(vo.sum(b, 1), vo.row_sum(moved).reshape(3, 9))
+    front = np.ascontiguousarray(np.moveaxis(b, 1, 0)).reshape(7, 27)
+    np.testing.assert_array_equal(vo.mean(b, (0, 2)), vo.mean(front, 1))
+
+
+def _softmax(x: np.ndarray, axis: Any) -> np.ndarray:
+    m = np.max(x, axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / e.sum(axis, keepdims=True)
+
+
+def _lse(x: np.ndarray, axis: Any, keepdims: bool = False) -> np.ndarray:
+    m = np.max(x, axis, keepdims=True)
+    s = np.log(np.exp(x - m).sum(axis, keepdims=True)) + m
+    return s if keepdims else np.squeeze(s, axis)
+
+
+def _layer_norm(x: np.ndarray, axis: Any, eps: float) -> np.ndarray:
+    mu = x.mean(axis, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis, keepdims=True) + eps)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interp"])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_row_ops_along_axes_match_numpy(backend: str, data: st.DataObject) -> None:
+    """softmax, logsumexp, layer_norm and their gradients along any axes of finite arrays with
+    something to reduce (the special rows' rules: tests/test_ops_rows.py)."""
+    x = data.draw(shaped(special=False).filter(lambda a: a.ndim > 0 and a.size > 0))
+    axis = data.draw(axes(x.ndim, allow_none=False))
+    xd = x.astype(np.float64)
+    tol = 2e-5 if x.dtype == np.float32 else 1e-11
+    close = {"rtol": tol, "atol": tol}
+    y, lse = vo.softmax(x, axis, backend=backend, return_lse=True)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    np.testing.assert_allclose(y, _softmax(xd, axis), **close)
+    np.testing.assert_allclose(lse, _lse(xd, axis), **close)
+    np.testing.assert_allclose(vo.logsumexp(x, axis, backend=backend), _lse(xd, axis), **close)
+    kd = vo.logsumexp(x, axis, keepdims=True, backend=backend)
+    assert kd.shape == _lse(xd, axis, True).shape
+    ln, mean, rstd = vo.layer_norm(x, 1e-5, axis, backend=backend, return_stats=True)
+    assert ln.shape == x.shape and np.shape(mean) == np.shape(lse)
+    np.testing.assert_allclose(ln, _layer_norm(xd, axis, 1e-5), rtol=tol * 50, atol=tol * 50)
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    g = rng.standard_normal(x.shape).astype(x.dtype)
+    gr = rng.standard_normal(np.shape(lse)).astype(x.dtype)
+    sm = _softmax(xd, axis)
+    np.testing.assert_allclose(vo.softmax_grad(y, g, axis, backend=backend),
+                               sm * (g - (g * sm).sum(axis, keepdims=True)), rtol=tol * 10, atol=tol * 10)
+    keep = _lse(xd, axis, True)
+    np.testing.assert_allclose(vo.logsumexp_grad(x, lse, gr, axis, backend=backend),
+                               np.reshape(gr, keep.shape) * np.exp(xd - keep), rtol=tol * 10, atol=tol * 10)
+    # the statistics of the keepdims shape are taken too
+    mu_k = np.reshape(mean, keep.shape).astype(np.float64)
+    rs_k = np.reshape(rstd, keep.shape).astype(np.float64)
+    xh = (xd - mu_k) * rs_k
+    want = rs_k * (g - g.mean(axis, keepdims=True) - xh * (g * xh).mean(axis, keepdims=True))
+    np.testing.assert_allclose(vo.layer_norm_grad(x, g, np.reshape(mean, keep.shape), rstd, axis, backend=backend),
+                               want, rtol=tol * 200, atol=tol * 200)
+
+
+def test_one_dimensional_row_ops() -> None:
+    """A 1-D array is one row: softmax keeps its shape, logsumexp is a numpy scalar."""
+    v = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(vo.softmax(v), _softmax(v, -1))
+    s = vo.logsumexp(v)
+    assert isinstance(s, np.float64) and s == pytest.approx(_lse(v, -1))
+    y, lse = vo.softmax(v, return_lse=True)
+    np.testing.assert_allclose(vo.logsumexp_grad(v, lse, np.float64(2.0)), 2 * y)
+
+
+def test_keepdims_of_whole_reductions() -> None:
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    got = vo.sum(x, keepdims=True)
+    assert isinstance(got, np.ndarray) and got.shape == (1, 1, 1) and got.dtype == np.float32 and got[0, 0, 0] == 276
+    assert vo.max(x, (0, 1, 2), keepdims=True).shape == (1, 1, 1)
+    assert vo.sum(x, (2, 0, 1)) == 276  # every axis, in any order: the whole array
+    assert vo.argmax(x, (0, 1, 2)) == 23 and vo.argmax(x[0, 0], -1) == 3
+    # the row ops' axis=None is every axis, as scipy.special's: one row of the whole array
+    np.testing.assert_allclose(vo.softmax(x, None), _softmax(x.astype(np.float64), None), rtol=1e-6)
+    assert vo.logsumexp(x, None) == pytest.approx(float(_lse(x.astype(np.float64), None)), rel=1e-6)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda x: vo.sum(x, 3), r"axis 3 is out of range .*\(3 axes\)\. Fix: pass an axis in \[-3, 2\]"),
+    (lambda x: vo.max(x, -4), r"axis -4 is out of range"),
+    (lambda x: vo.mean(x, (0, -3)), r"names axis 0 of x twice\. Fix:"),
+    (lambda x: vo.min(x, 1.0), r"axis must be an int, a tuple of ints or None, got 1\.0\. Fix:"),
+    (lambda x: vo.norm(x, True), r"axis must be an int"),
+    (lambda x: vo.sum(x, [0, 1]), r"axis must be an int"),
+    (lambda x: vo.softmax(x, [0]), r"axis must be an int"),
+    (lambda x: vo.argmax(x, 1), r"argmax along axis 1 .*not an index per row\. Fix:"),
+    (lambda x: vo.softmax_grad(x, x[0], 1), r"g has shape \(3, 4\) but the output has \(2, 3, 4\)\. Fix:"),
+    (lambda x: vo.logsumexp_grad(x, np.zeros((2, 3)), np.zeros((2, 4)), 2),
+     r"g has shape \(2, 4\), expected \(2, 3\) .*Fix:"),
+    (lambda x: vo.layer_norm_grad(x, x, np.zeros(3), np.zeros((2, 3)), 2), r"mean has shape \(3,\), expected"),
+    (lambda x: vo.sum(np.zeros(()), 0), r"0-d .* has no axis 0\. Fix: pass axis=None"),
+])
+def test_bad_axes_are_clear_errors(call: Any, match: str) -> None:
+    x = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    before = x.copy()
+    with pytest.raises(OpsError, match=match):
+        call(x)
+    np.testing.assert_array_equal(x, before)
