@@ -111,13 +111,56 @@ def test_arrays_the_machine_code_cannot_take_never_reach_a_plan(make: Callable[[
     assert vo.argmax(other[::-1], backend=backend) == np.argmax(other[::-1])
 
 
+@pytest.mark.parametrize("make", [
+    lambda y: y[::2],  # not contiguous
+    lambda y: np.frombuffer(b"\0" + y.tobytes(), dtype=y.dtype, offset=1, count=y.size - 1),  # unaligned
+    lambda y: y.astype(np.float64),  # another dtype than x's: refused
+    lambda y: list(y),  # not an array: refused
+])
+@pytest.mark.parametrize("backend", [None, "cpu"])
+def test_two_array_calls_reach_a_plan_only_with_arrays_it_can_take(make: Callable[[np.ndarray], Any],
+                                                                   backend: str | None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """dot and matvec look their plan up first too (planned's two-array lookup): a second array
+    that is not C-contiguous, not aligned, of another dtype or not a numpy array never runs a plan
+    recorded for arrays of its dtype and shape; it takes the checked path (a copy, or the error)."""
+    other = make(np.linspace(2, -1, 8000, dtype=np.float32))
+    arr = np.asarray(other)
+    n = len(arr)
+    x = np.linspace(-3, 5, n, dtype=np.float32)
+    m = x[:n - n % 100].reshape(-1, 100)
+    twin = np.array(arr, dtype=np.float32)  # a fresh copy: what a plan can take, of other's length
+    P.forget()
+    for _ in range(2):
+        vo.dot(x, twin, backend=backend)
+        vo.matvec(m, twin[:100], backend=backend)
+    assert len(P._plans) == 2
+
+    def refuse(inputs: list[np.ndarray]) -> Any:
+        raise AssertionError("a plan ran for an array it cannot take")
+
+    for plan in list(P._plans.values()):
+        monkeypatch.setattr(plan, "run", refuse)
+    if isinstance(other, list) or arr.dtype != np.float32:
+        with pytest.raises(OpsError, match="Fix:"):
+            vo.dot(x, other, backend=backend)
+        with pytest.raises(OpsError, match="Fix:"):
+            vo.matvec(m, other[:100], backend=backend)
+        return
+    want = float(np.dot(x.astype(np.float64), arr.astype(np.float64)))
+    assert float(vo.dot(x, other, backend=backend)) == pytest.approx(want, rel=1e-6, abs=1e-6)
+    np.testing.assert_allclose(vo.matvec(m, other[:100], backend=backend), m.astype(np.float64) @ arr[:100],
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_a_plan_of_the_default_backend_follows_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """A plan recorded with ``backend=None`` while the CPU was the default must not run once
     ``VYRE_BACKEND`` names another backend: the call goes where the default now says (the
     interpreter runs the same program: the same bits)."""
     x = np.linspace(-1, 2, 3001, dtype=np.float32)
     cases: list[tuple[Callable[..., Any], np.ndarray]] = [(vo.sum, x), (vo.argmax, x),
-                                                          (vo.row_sum, x[:3000].reshape(30, 100))]
+                                                          (vo.row_sum, x[:3000].reshape(30, 100)),
+                                                          (lambda a: vo.dot(a, a), x)]
     P.forget()
     wants = [fn(arg) for fn, arg in cases]
     for (fn, arg), want in zip(cases, wants, strict=True):
