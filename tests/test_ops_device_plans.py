@@ -9,6 +9,7 @@ bench checks the same on a card with real CuPy arrays and CUDA tensors."""
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import types
 from collections.abc import Callable, Mapping
@@ -19,6 +20,8 @@ import pytest
 
 import vyre
 import vyre.ops as vo
+from vyre.driver import fast_launch
+from vyre.driver.fast_launch import LaunchConfig, Launcher
 from vyre.ir import Program
 from vyre.ops import _launch as LA
 from vyre.ops import _plans as P
@@ -39,7 +42,7 @@ class FakeCupyArray:
 
     def __init__(self, a: np.ndarray) -> None:
         self.a = a
-        self.data = a.ctypes.data
+        self.data = types.SimpleNamespace(ptr=a.ctypes.data)  # as CuPy's MemoryPointer
         self.device = _Device()
 
     shape = property(lambda self: self.a.shape)
@@ -73,8 +76,50 @@ def _fake_launch(program: Program, arrays: Mapping[str, Any], grid: int, backend
             host[name][...] = value
 
 
-@pytest.fixture
-def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+_PROTO = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_PROGRAMS: dict[int, Program] = {}  # a fake function handle -> its program
+
+
+@_PROTO
+def _fake_driver(cfg: int, func: int, params: int, extra: int) -> int:
+    """``cuLaunchKernelEx`` on the interpreter: the program of the function handle over the arrays
+    its packed arguments point at (numba's ABI: nitems at slot 2, data at slot 4 of each seven)."""
+    try:
+        c = LaunchConfig.from_address(cfg)
+        program = _PROGRAMS[int(func)]
+        storage = [b for b in program.buffers if not b.is_workgroup]
+        slots = (ctypes.c_void_p * (7 * len(storage))).from_address(params)
+        vals = [ctypes.c_int64.from_address(int(slots[k])).value for k in range(7 * len(storage))]
+        arrays = {}
+        for k, b in enumerate(storage):
+            n, ptr, dt = vals[7 * k + 2], vals[7 * k + 4], b.element.np_dtype
+            arrays[b.name] = (np.ctypeslib.as_array((np.ctypeslib.as_ctypes_type(dt) * n).from_address(ptr))
+                              if n else np.empty(0, dt))
+        out = vyre.dispatch(program, arrays, backend="interp", grid=c.grid_x)
+        for name, value in out.items():
+            if name in arrays:
+                arrays[name][...] = value
+        return 0
+    except Exception as e:  # a ctypes callback cannot raise: the launch reports an error code
+        _ERRORS.append(e)
+        return 1
+
+
+_ERRORS: list[BaseException] = []
+
+
+def _fake_build(program: Program, device: int | None) -> LA._Lean:
+    _PROGRAMS[id(program)] = program
+    order = tuple((b.name, b.element.size_bytes) for b in program.buffers if not b.is_workgroup)
+    return LA._Lean(ctypes.c_void_p(id(program)), order, program.workgroup_size, False)
+
+
+@pytest.fixture(params=["launch", "driver"])
+def fake_gpu(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
+    """A stand-in GPU. ``launch``: every launch runs the program on the interpreter (the plan's
+    passes through ``launch``). ``driver``: launches go the whole way to a stand-in for the
+    driver's entry point, so replays take the plans' pre-packed launches (DeviceLaunch), whose
+    packed arguments the stand-in decodes."""
     cupy = types.ModuleType("cupy")
     # uninitialised memory as garbage (NaN, or 7 for the integers), so an unwritten output shows
     cupy.empty = lambda n, dtype: FakeCupyArray(  # type: ignore[attr-defined]
@@ -82,13 +127,24 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     cupy.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
         runtime=types.SimpleNamespace(getDevice=lambda: 0), Device=lambda d: None)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setattr(RT, "launch", _fake_launch)
-    monkeypatch.setattr(P, "launch", _fake_launch)
+    if request.param == "launch":
+        monkeypatch.setattr(RT, "launch", _fake_launch)
+        monkeypatch.setattr(P, "launch", _fake_launch)
+    else:
+        monkeypatch.setattr(LA, "dispatch", lambda program, arrays, backend, grid, return_device:
+                            _fake_launch(program, arrays, grid, backend))
+        monkeypatch.setattr(LA, "_build", _fake_build)
+        monkeypatch.setattr(LA, "_lean", {})
+        monkeypatch.setattr(LA, "current_ordinal", lambda: 0)
+        monkeypatch.setattr(P, "current_ordinal", lambda: 0)
+        monkeypatch.setattr(fast_launch, "_launcher", Launcher(_fake_driver, True))
     monkeypatch.setattr(LA, "resident_workgroups", lambda program: 4)
     monkeypatch.setattr(P, "simulator_enabled", lambda: False)
     monkeypatch.setattr(RT, "simulator_enabled", lambda: False)
     P.forget()
-    yield
+    _ERRORS.clear()
+    yield request.param
+    assert not _ERRORS, _ERRORS
     P.forget()
 
 
@@ -113,7 +169,7 @@ def _cases(x: Any, y: Any, m: Any, m2: Any, v: Any, g: Any) -> dict[str, Callabl
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-def test_device_calls_replay_the_first_calls_bits_into_new_arrays(fake_gpu: None, dt: type) -> None:
+def test_device_calls_replay_the_first_calls_bits_into_new_arrays(fake_gpu: str, dt: type) -> None:
     rng = np.random.default_rng(3)
     x, y = (FakeCupyArray(rng.standard_normal(300).astype(dt)) for _ in range(2))
     m, m2 = (FakeCupyArray(rng.standard_normal((3, 40)).astype(dt)) for _ in range(2))
@@ -132,6 +188,8 @@ def test_device_calls_replay_the_first_calls_bits_into_new_arrays(fake_gpu: None
         assert len(set(ids)) == len(ids), f"{name}: two calls returned the same buffer"
     kinds = {type(p) for p in P._plans.values()}
     assert kinds == {P.DevicePlan} and len(P._plans) == len(_cases(x, y, m, m2, v, g))
+    if fake_gpu == "driver":  # every replay took the pre-packed launches
+        assert all(p.launches is not None for p in P._plans.values())  # type: ignore[union-attr]
 
 
 def test_a_replay_runs_no_check_and_no_op_code(fake_gpu: None, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -106,5 +106,17 @@ def test_cuda_tensors_and_cupy_arrays_are_told_apart_without_their_interface() -
         device = type("Device", (), {"id": 2})()
 
     Tensor.__module__, Ndarray.__module__ = "torch", "cupy"
-    assert RT._kind(Tensor()) is RT.Kind.TORCH and LA._device_of(Tensor()) == 1
-    assert RT._kind(Ndarray()) is RT.Kind.CUPY and LA._device_of(Ndarray()) == 2
+    assert RT._kind(Tensor()) is RT.Kind.TORCH and LA.device_of(Tensor()) == 1
+    assert RT._kind(Ndarray()) is RT.Kind.CUPY and LA.device_of(Ndarray()) == 2
+
+
+def test_a_plans_launch_packs_what_the_direct_launch_packs(launches: list) -> None:
+    """DeviceLaunch (a device plan's pass: lengths packed once, pointers per call) hands the driver
+    the slots _direct packs for the same arrays, each call its own pointers, grid and stream."""
+    lean = LA._Lean(ctypes.c_void_p(1), (("x", 4), ("out", 8)), (256, 1, 1), True)
+    LA._direct(lean, _program(), {"x": Dev(1000, 10), "out": Dev(2000, 3)}, 5)
+    step = LA.DeviceLaunch(lean, {"x": 1, "out": 0}, {"x": 10, "out": 3}, 5)  # buffers: [out, x]
+    step([2000, 1000], 0)
+    step([2222, 1111], 9)
+    assert launches[1] == launches[0]
+    assert launches[2] == (5, 256, 9, [0, 0, 10, 4, 1111, 10, 4, 0, 0, 3, 8, 2222, 3, 8, 5 * 256, 1])

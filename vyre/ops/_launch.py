@@ -32,7 +32,7 @@ from ..driver.fast_launch import LaunchConfig
 from ..errors import DispatchError
 from ..ir import Program
 
-__all__ = ["CpuCall", "cpu_call", "launch"]
+__all__ = ["CpuCall", "DeviceLaunch", "cpu_call", "device_launch", "device_of", "launch"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def _ptr(a: Any) -> int:
     return int(a.__cuda_array_interface__["data"][0])
 
 
-def _device_of(a: Any) -> int | None:
+def device_of(a: Any) -> int | None:
     """``array_device`` without building a CuPy array's or tensor's interface dict (PyTorch's
     costs microseconds): their own device attribute says it."""
     mod = type(a).__module__
@@ -95,7 +95,7 @@ def launch(program: Program, arrays: Mapping[str, Any], grid: int, backend: str)
     if backend != "cuda":
         dispatch(program, arrays, backend=backend, grid=grid, return_device=backend == "cudasim")
         return
-    device = _device_of(next(iter(arrays.values())))
+    device = device_of(next(iter(arrays.values())))
     hit = _lean.get((id(program), device))
     if hit is None or hit[0] is not program:
         dispatch(program, arrays, backend="cuda", grid=grid, return_device=True)
@@ -140,6 +140,66 @@ def _direct(lean: _Lean | None, program: Program, arrays: Mapping[str, Any], gri
     if err:
         raise DispatchError(f"the CUDA driver refused an op's launch (CUDA error {err}). Fix: check the "
                             "device state (a previous kernel may have faulted)")
+
+
+class DeviceLaunch:
+    """One pass of a device plan (vyre.ops._plans.DevicePlan): the direct launch of a program
+    loaded on one GPU over buffers whose lengths the plan fixes. The packed arguments hold the
+    lengths from the start (per thread, as :func:`_direct`'s do); a call writes the buffers' data
+    pointers, the stream, and launches: none of :func:`launch`'s lookups (the program's launch,
+    the device, the stream per pass), which cost a plan call several microseconds per pass."""
+
+    __slots__ = ("_count", "_func", "_grid", "_lean", "_lengths", "_picks", "_slots")
+
+    def __init__(self, lean: _Lean, picks: Mapping[str, int], lengths: Mapping[str, int], grid: int) -> None:
+        self._lean = lean
+        self._func = lean.func
+        self._grid = grid
+        #: per storage buffer in kernel order: its index in the plan's buffers, its length
+        self._picks = tuple(picks[name] for name, _ in lean.order)
+        self._lengths = tuple(lengths[name] for name, _ in lean.order)
+        self._count = 7 * len(lean.order) + (2 if lean.flat else 0)
+        self._slots = threading.local()
+
+    def _buffers(self) -> tuple[Any, Any, LaunchConfig]:
+        packed = (ctypes.c_int64 * self._count)()
+        base = ctypes.addressof(packed)
+        for k, ((_, item), n) in enumerate(zip(self._lean.order, self._lengths, strict=True)):
+            packed[7 * k + 2] = packed[7 * k + 5] = n  # nitems, shape; meminfo, parent stay 0
+            packed[7 * k + 3] = packed[7 * k + 6] = item  # itemsize, stride
+        if self._lean.flat:  # as _direct: one invocation per thread
+            packed[self._count - 2] = self._grid * self._lean.block[0]
+            packed[self._count - 1] = 1
+        ptrs = (ctypes.c_void_p * self._count)(*range(base, base + 8 * self._count, 8))
+        cfg = LaunchConfig(self._grid, 1, 1, *self._lean.block, 0, None, None, 0)
+        self._slots.buf = (packed, ptrs, cfg)
+        return packed, ptrs, cfg
+
+    def __call__(self, pointers: list[int], stream: int) -> None:
+        """Launch over the buffers whose data pointers are ``pointers`` (the plan's buffer order)
+        on ``stream`` (0: the legacy default stream), in the current context (the plan's GPU)."""
+        buf = getattr(self._slots, "buf", None)
+        packed, ptrs, cfg = buf if buf is not None else self._buffers()
+        k = 4
+        for i in self._picks:
+            packed[k] = pointers[i]
+            k += 7
+        cfg.stream = stream or None
+        err = fast_launch.driver_launcher().fn(ctypes.byref(cfg), self._func, ptrs, None)
+        if err:
+            raise DispatchError(f"the CUDA driver refused an op's launch (CUDA error {err}). Fix: check the "
+                                "device state (a previous kernel may have faulted)")
+
+
+def device_launch(program: Program, device: int | None, picks: Mapping[str, int], lengths: Mapping[str, int],
+                  grid: int) -> DeviceLaunch | None:
+    """The pre-packed launch of ``program`` on ``device`` over buffers of these lengths, once a
+    launch of it there went through :func:`launch` (which loaded it); None where none did or the
+    driver cannot be reached (the plan then launches through :func:`launch`)."""
+    hit = _lean.get((id(program), device))
+    if hit is None or hit[0] is not program or hit[1] is None:
+        return None
+    return DeviceLaunch(hit[1], picks, lengths, grid)
 
 
 class CpuCall(NamedTuple):
@@ -229,7 +289,7 @@ def resident_workgroups(program: Program) -> int | None:
 
     tiny = {b.name: cuda.device_array(1, b.element.np_dtype) for b in program.buffers if not b.is_workgroup}
     launch(program, tiny, 1, "cuda")
-    lean = _lean.get((id(program), _device_of(next(iter(tiny.values())))), (program, None))[1]
+    lean = _lean.get((id(program), device_of(next(iter(tiny.values())))), (program, None))[1]
     if lean is None:
         return None
     try:

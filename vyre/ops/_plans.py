@@ -34,7 +34,9 @@ import numpy as np
 
 from ..driver.backends import default_backend, default_is_cpu, simulator_enabled
 from ..ir import DataType, Program
-from ._launch import CpuCall, cpu_call, launch
+from ..driver.devices import current_ordinal, on_device
+from ..driver.fast_launch import CAPTURE, torch_stream
+from ._launch import CpuCall, DeviceLaunch, cpu_call, device_launch, device_of, launch
 
 __all__ = ["DevicePlan", "Plan", "Recorder", "forget", "plan_key", "planned", "recording"]
 
@@ -198,15 +200,18 @@ class DevicePlan:
     """An op's CUDA launches for one key (device arrays of one library on one GPU): a call makes
     the op's Ctx without checking the arrays again, allocates what the op allocated (new arrays
     every call: the GPU may still be reading the last call's), launches each pass directly
-    (vyre.ops._launch, on the stream a checked launch would use) and builds the answers the op's
-    way. What it skips is the op's Python: checking and classifying every array, planning passes
-    and workgroups (about a third of a call's host time; the launches and allocations stay)."""
+    (a :class:`~vyre.ops._launch.DeviceLaunch` per pass: arguments packed once with the plan's
+    lengths, on the stream a checked launch would use, in the GPU's context) and builds the answers
+    the op's way. What it skips is the op's Python: checking and classifying every array, planning
+    passes and workgroups, and per pass the launch's own lookups."""
 
-    __slots__ = ("allocs", "answers", "backend", "ctx", "kind", "runs", "single")
+    __slots__ = ("allocs", "answers", "backend", "ctx", "device", "kind", "launches", "pointer", "runs", "single",
+                 "torch")
 
-    def __init__(self, backend: str, like: Any, runs: tuple[tuple[Program, int, tuple[str, ...], tuple[int, ...]], ...],
+    def __init__(self, backend: str, like: Any,
+                 runs: tuple[tuple[Program, int, tuple[str, ...], tuple[int, ...], tuple[int, ...]], ...],
                  allocs: tuple[tuple[int, DataType], ...], answers: tuple[Answer, ...], single: bool) -> None:
-        from ._runtime import Ctx, _kind  # (imports this module)
+        from ._runtime import Ctx, Kind, _kind  # (imports this module)
 
         self.ctx = Ctx
         self.backend = backend
@@ -215,12 +220,38 @@ class DevicePlan:
         self.allocs = allocs
         self.answers = answers
         self.single = single
+        self.device = device_of(like)
+        self.torch = self.kind is Kind.TORCH
+        self.pointer: Callable[[Any], int] = (operator.methodcaller("data_ptr") if self.torch
+                                              else operator.attrgetter("data.ptr"))
+        launches = [device_launch(program, self.device, dict(zip(names, picks, strict=True)),
+                                  dict(zip(names, lengths, strict=True)), grid)
+                    for program, grid, names, picks, lengths in runs]
+        #: every pass's direct launch, or None (a pass without one: every pass goes through launch)
+        self.launches: tuple[DeviceLaunch, ...] | None = (
+            tuple(x for x in launches if x is not None) if all(x is not None for x in launches)
+            and self.kind in (Kind.CUPY, Kind.TORCH) else None)
 
     def run(self, inputs: list[Any]) -> Any:
         ctx = self.ctx(self.backend, self.kind, inputs[0])
         bufs = inputs + [ctx.empty(n, t) for n, t in self.allocs]
-        for program, grid, names, picks in self.runs:
-            launch(program, {name: bufs[i] for name, i in zip(names, picks, strict=True)}, grid, self.backend)
+        launches = self.launches
+        if launches is None:
+            for program, grid, names, picks, _ in self.runs:
+                launch(program, {name: bufs[i] for name, i in zip(names, picks, strict=True)}, grid, self.backend)
+        else:
+            pointers = list(map(self.pointer, bufs))
+            stream = CAPTURE.stream
+            if stream is None:
+                stream = torch_stream(self.device) if self.torch else 0
+            device = self.device
+            if device is not None and device != current_ordinal():
+                with on_device(device):
+                    for step in launches:
+                        step(pointers, stream)
+            else:
+                for step in launches:
+                    step(pointers, stream)
         out = [ctx.result(bufs[a.buffer], a.shape) if a.how == RESULT
                else ctx.scalar(bufs[a.buffer]) if a.how == SCALAR else ctx.index(bufs[a.buffer])
                for a in self.answers]
@@ -281,7 +312,8 @@ class Recorder:
         if any(a is None for a in answers):
             return None
         if self.backend != "cpu":
-            runs = tuple((program, grid, tuple(sizes), indices) for program, grid, indices, sizes in self.runs)
+            runs = tuple((program, grid, tuple(sizes), indices, tuple(sizes.values()))
+                         for program, grid, indices, sizes in self.runs)
             return DevicePlan(self.backend, like, runs, tuple(self.allocs),
                               tuple(a for a in answers if a is not None), single)
         # buffers renumbered: inputs, then scratch, then fresh (results the caller keeps)
