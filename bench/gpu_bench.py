@@ -468,6 +468,10 @@ def ops():
             bad.append(f"along axes {k}")
     if not isinstance(vo.min(c3, 0), cp.ndarray):
         bad.append("along axes: CuPy in, CuPy out")
+    t3[1, 7, 9] = float("nan")
+    for axis in (0, 1, 2):  # torch.argmax's NaN and tie rule is numpy's
+        if not torch.equal(vo.argmax(t3, axis).long(), torch.argmax(t3, axis)):
+            bad.append(f"argmax along axis {axis}")
     mm, vv = cp.random.standard_normal((1000, 777)), cp.random.standard_normal(777)
     if float(cp.max(cp.abs(vo.matvec(mm, vv) - mm @ vv))) > 1e-9:
         bad.append("matvec 1000x777")

@@ -74,12 +74,20 @@ def checks() -> list[tuple[str, Callable[[], None]]]:
         m = xd.max(0, keepdims=True)
         e = np.exp(xd - m)
         np.testing.assert_allclose(vo.softmax(x, 0, backend="cudasim"), e / e.sum(0, keepdims=True), rtol=1e-5)
+        xt = np.round(x * 2)  # ties
+        xt[1, 2, 7] = np.nan
+        for axis in (0, -1, (0, 2)):
+            got = vo.argmax(xt, axis, backend="cudasim")
+            assert got.dtype == np.int64
+            want = np.argmax(np.moveaxis(xt, 1, 0).reshape(3, -1), -1) if axis == (0, 2) else np.argmax(xt, axis)
+            np.testing.assert_array_equal(got, want)
         # a numba device array reduces along its last axes (a reshape), and says why not along others
         d = cuda.to_device(x)
         s = vo.norm(d, -1)
         assert s.shape == (2, 3)
         np.testing.assert_allclose(s.copy_to_host(), np.sqrt((xd * xd).sum(-1)), rtol=1e-5)
         np.testing.assert_allclose(vo.mean(d, (1, 2)).copy_to_host(), xd.mean((1, 2)), rtol=1e-5)
+        np.testing.assert_array_equal(vo.argmax(d, -1).copy_to_host(), np.argmax(x, -1))
         try:
             vo.sum(d, 0)
         except vo.OpsError as e:

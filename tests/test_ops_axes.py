@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import vyre.ops as vo
 from tests.ops_cases import floats_array
 from vyre.ops import OpsError
+from vyre.ops import rowwise as W
 
 #: dims of 0 and 1, and one past the CPU form's switch to lane arrays (64 columns)
 DIMS = st.one_of(st.integers(0, 4), st.sampled_from([1, 70]))
@@ -195,7 +196,7 @@ def test_keepdims_of_whole_reductions() -> None:
     (lambda x: vo.norm(x, True), r"axis must be an int"),
     (lambda x: vo.sum(x, [0, 1]), r"axis must be an int"),
     (lambda x: vo.softmax(x, [0]), r"axis must be an int"),
-    (lambda x: vo.argmax(x, 1), r"argmax along axis 1 .*not an index per row\. Fix:"),
+    (lambda x: vo.argmax(x[:, :0], 1), r"argmax along an axis of length 0 has no answer\. Fix:"),
     (lambda x: vo.softmax_grad(x, x[0], 1), r"g has shape \(3, 4\) but the output has \(2, 3, 4\)\. Fix:"),
     (lambda x: vo.logsumexp_grad(x, np.zeros((2, 3)), np.zeros((2, 4)), 2),
      r"g has shape \(2, 4\), expected \(2, 3\) .*Fix:"),
@@ -208,3 +209,46 @@ def test_bad_axes_are_clear_errors(call: Any, match: str) -> None:
     with pytest.raises(OpsError, match=match):
         call(x)
     np.testing.assert_array_equal(x, before)
+
+
+def _moved(x: np.ndarray, axis: Any) -> np.ndarray:
+    """``x`` with the axes of ``axis`` moved last (in increasing order) and flattened into one."""
+    axes = sorted(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
+    kept = [a for a in range(x.ndim) if a not in axes]
+    return np.transpose(x, kept + axes).reshape([x.shape[a] for a in kept] + [-1])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "interp"])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_argmax_along_axes_matches_numpy(backend: str, data: st.DataObject) -> None:
+    """numpy's rule per row: the first NaN, else the first of tied maxima (small integers make
+    ties); a tuple of axes indexes them flattened in order."""
+    x = data.draw(shaped().filter(lambda a: a.ndim > 0 and a.size > 0))
+    if data.draw(st.booleans()):
+        x = np.round(x * 2) if np.isfinite(x).all() else x  # ties
+    axis = data.draw(axes(x.ndim, allow_none=False))
+    got = vo.argmax(x, axis, backend=backend)
+    want = np.argmax(_moved(x, axis), -1)
+    if want.ndim == 0:  # every axis named: the whole-array index
+        assert isinstance(got, np.int64) and got == want
+        return
+    assert got.dtype == np.int64 and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("cols", [1, 2, 31, 33, 64, 65, 257, 1500, 4097])
+@pytest.mark.parametrize("backend, gpu_form", [("cpu", None), ("interp", None), ("interp", True)])
+def test_row_argmax_forms(cols: int, backend: str, gpu_form: bool | None) -> None:
+    """Both program forms (the GPU form: one workgroup per row, resident and looping, the lowest
+    index across subgroups and the workgroup) against numpy, with a NaN, ties across invocations
+    and an all -inf row."""
+    rng = np.random.default_rng(cols)
+    x = np.round(rng.standard_normal((4, cols)) * 2).astype(np.float32)
+    x[1, cols // 2] = np.nan
+    x[1, cols - 1] = np.nan
+    x[2] = -np.inf
+    x[3, ::7] = 9.0  # ties, the first in invocation 0
+    got = W._row_argmax(x, backend, gpu_form)
+    np.testing.assert_array_equal(np.asarray(got).astype(np.int64), np.argmax(x, -1))
+    assert W._row_argmax(x[:0], backend, gpu_form).shape == (0,)

@@ -282,6 +282,24 @@ def workgroup_combine(prefix: str, value: Expr, comb: Combine, t: DataType, wg: 
     return nodes + more, total, [tile]
 
 
+def workgroup_min_u32(prefix: str, value: Expr, wg: int) -> tuple[list[Node], Expr, list[BufferDecl]]:
+    """:func:`workgroup_combine` for u32 values under ``min`` (an index: the lowest of the
+    workgroup's, ``0xFFFFFFFF`` where none has one); every invocation gets the result."""
+    s = f"{prefix}_s"
+    nodes: list[Node] = [let(s, subgroup_reduce(BinOpKind.MIN, value))]
+    nw = wg // SUBGROUP
+    if nw == 1:
+        return nodes, var(s), []
+    tile = workgroup(f"{prefix}_tile", nw, U32)
+    nodes += [
+        if_(lane().eq(u32(0)), [store(tile, lid() / u32(SUBGROUP), var(s))]),
+        barrier(),
+        let(f"{prefix}_part", select(lane().lt(u32(nw)), tile[lane()], u32(0xFFFFFFFF))),
+        let(f"{prefix}_g", subgroup_reduce(BinOpKind.MIN, var(f"{prefix}_part"))),
+    ]
+    return nodes, var(f"{prefix}_g"), [tile]
+
+
 def all_of(conds: list[Expr]) -> Expr:
     """The conjunction of ``conds`` (at least one)."""
     out = conds[0]

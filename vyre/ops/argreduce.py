@@ -23,6 +23,7 @@ from ._axes import along
 from ._blocks import SUBGROUP, Combine, all_of, bounded_span, isnan, lane_fold, nan, nan_flags, subgroup_combine
 from ._plans import planned
 from ._runtime import OpsError, prepare
+from .rowwise import row_argmax
 from .reduce import (
     CPU_BLOCK_EXACT, CPU_LANES, CPU_PAIR, GPU_UNROLL, GPU_WG, _block_bounds, _cap, _gpu_form, _partials,
 )
@@ -259,14 +260,15 @@ def _lowest_index(prefix: str, m: Expr, mi: Expr, best: Expr) -> list[Node]:
 
 def argmax(x: Any, axis: Any = None, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """Flat index of the first maximum (numpy's rule: the first NaN if there is one), as an int64
-    scalar (numpy) or 0-d uint32 device array (device input). An empty array is an error. ``axis``
-    may name every axis (a 1-D array's ``0`` or ``-1``); an index per row is not offered."""
+    scalar (numpy) or 0-d uint32 device array (device input). An empty array is an error. With
+    ``axis`` (an int or a tuple of ints, as numpy reads them) the index along those axes of each
+    position of the others (vyre.ops.rowwise.row_argmax: int64 for numpy, uint32 on the device; a
+    tuple's axes count as one, flattened in order, as if moved last); every axis named is the
+    whole-array index."""
     if axis is not None:
         al = along(x, axis)
         if not al.whole:
-            raise OpsError(f"argmax along axis {axis!r} of an array of shape {al.shape}: vyre.ops.argmax "
-                           "gives the flat index of the whole array's first maximum, not an index per row. "
-                           "Fix: pass axis=None, or take per-row indices with numpy (np.argmax(x, axis))")
+            return row_argmax(x, al, backend)
     return planned(("argmax", deterministic, None), (x,), backend, _argmax_checked)
 
 

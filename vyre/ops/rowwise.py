@@ -28,21 +28,24 @@ import functools
 import math
 from typing import Any
 
+import numpy as np
+
 from ..ir import (
-    F64, BufferDecl, DataType, Expr, Node, Program, UnOpKind, buflen, cast, exp, gid, if_, let, lid,
+    F64, U32, BufferDecl, assign, DataType, Expr, Node, Program, UnOpKind, buflen, cast, exp, gid, if_, let, lid,
     load, log, output, read, select, store, u32, unop, var, wgid,
 )
 from ..ir.expr import lit
 from ._axes import Along, along, from_rows, per_row, rows_of_stat, to_rows
-from ._blocks import Combine, workgroup_combine
+from ._blocks import Combine, isnan, workgroup_combine, workgroup_min_u32
 from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
 from ._plans import planned
 from ._runtime import Ctx, OpsError, prepare
 
 __all__ = [
-    "layer_norm", "layer_norm_grad", "layer_norm_grad_program", "layer_norm_program", "logsumexp",
-    "logsumexp_grad", "logsumexp_grad_program", "logsumexp_program", "ROW_KINDS", "row_max", "row_program",
-    "reduce_rows", "row_sum", "row_workgroup", "softmax", "softmax_grad", "softmax_grad_program", "softmax_program",
+    "NO_INDEX", "ROW_KINDS", "layer_norm", "layer_norm_grad", "layer_norm_grad_program", "layer_norm_program",
+    "logsumexp", "logsumexp_grad", "logsumexp_grad_program", "logsumexp_program", "reduce_rows", "row_argmax",
+    "row_argmax_program", "row_max", "row_program", "row_sum", "row_workgroup", "softmax", "softmax_grad",
+    "softmax_grad_program", "softmax_program",
 ]
 
 GPU_UNROLL = 8
@@ -163,6 +166,42 @@ def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256, resident: i
     elif kind == "norm":
         total = unop(UnOpKind.SQRT, total)
     b.store_stat("out", cast(t, total))
+    return b.program()
+
+
+#: row_argmax_program's index of an empty row
+NO_INDEX = 0xFFFFFFFF
+
+
+@functools.lru_cache(maxsize=32)
+def row_argmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0, lanes: bool = False
+                       ) -> Program:
+    """``idx[r]`` (u32): the column of row ``r``'s first maximum, numpy's rule (the first NaN if
+    the row has one; ties to the lowest column); ``NO_INDEX`` for an empty row. Two passes over
+    the row: its NaN-propagating maximum (a reduction like ``row_program("max")``'s), then the
+    lowest column holding it (each invocation takes the first in its share, which it visits in
+    increasing order; the GPU form's workgroup takes the least)."""
+    b = _Row(gpu, wg, "idx", resident, lanes)
+    b.buf(read("x", 0, t))
+    b.buf(output("idx", 1, U32))
+    rl = b.begin("x")
+    nodes, part = rl.reduce("m", Combine.MAX, t, lambda ld: ld("x"), ("x",))
+    b.stmts += nodes
+    b.stmts += [let("mx", b.combine("mt", part, Combine.MAX, t)), let("first", u32(NO_INDEX))]
+    mx = var("mx")
+
+    def visit(ld: Access, i: Expr) -> list[Node]:
+        v = ld("x")
+        hit = select(isnan(mx), isnan(v), v.eq(mx))
+        return [if_(var("first").eq(u32(NO_INDEX)).and_(hit), [assign("first", i - var("base"))])]
+
+    b.stmts += rl.each("f", visit, ("x",), ())
+    total: Expr = var("first")
+    if gpu:
+        more, total, tiles = workgroup_min_u32("fi", total, wg)
+        b.stmts += more
+        b.bufs += tiles
+    b.store_stat("idx", total)
     return b.program()
 
 
@@ -359,6 +398,32 @@ def _row_reduce_checked(op: tuple[str, bool | None], inputs: tuple[Any, ...], ba
     if rows:
         prog = row_program(kind, t, **kw) if kind in ROW_KINDS else logsumexp_program(t, **kw)
         ctx.run(prog, {"x": arrs["x"].data, "out": out}, rows)
+    return ctx.result(out, (rows,))
+
+
+def row_argmax(x: Any, al: Along, backend: str | None) -> Any:
+    """The column of each row's first maximum along ``al``'s axes (vyre.ops.argmax with an axis):
+    int64 for numpy callers, uint32 on the device (as the whole-array index)."""
+    r = planned(("row_argmax", None), (to_rows(x, al),), backend, _row_argmax_checked)
+    if isinstance(r, np.ndarray):
+        r = r.astype(np.int64)
+    return per_row(r, al)
+
+
+def _row_argmax(x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
+    """row_argmax of a 2-D array in a forced program form (tests): the u32 indices as they are."""
+    return planned(("row_argmax", gpu_form), (x,), backend, _row_argmax_checked)
+
+
+def _row_argmax_checked(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    _, gpu_form = op
+    (x,) = inputs
+    ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, gpu_form)
+    if rows and not cols:
+        raise OpsError("argmax along an axis of length 0 has no answer. Fix: check that the axis is not empty")
+    out = ctx.empty(rows, U32)
+    if rows:
+        ctx.run(row_argmax_program(arrs["x"].dtype, **kw), {"x": arrs["x"].data, "idx": out}, rows)
     return ctx.result(out, (rows,))
 
 
