@@ -81,19 +81,22 @@ def checks() -> list[tuple[str, Callable[[], None]]]:
             assert got.dtype == np.int64
             want = np.argmax(np.moveaxis(xt, 1, 0).reshape(3, -1), -1) if axis == (0, 2) else np.argmax(xt, axis)
             np.testing.assert_array_equal(got, want)
-        # a numba device array reduces along its last axes (a reshape), and says why not along others
+        # a numba device array reduces along its last axes (a reshape) or a run of axes before
+        # others (the column forms), and says why not along others (a transpose)
         d = cuda.to_device(x)
+        np.testing.assert_allclose(vo.sum(d, 0).copy_to_host(), xd.sum(0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(vo.argmax(d, 1).copy_to_host(), np.argmax(x, 1))
         s = vo.norm(d, -1)
         assert s.shape == (2, 3)
         np.testing.assert_allclose(s.copy_to_host(), np.sqrt((xd * xd).sum(-1)), rtol=1e-5)
         np.testing.assert_allclose(vo.mean(d, (1, 2)).copy_to_host(), xd.mean((1, 2)), rtol=1e-5)
         np.testing.assert_array_equal(vo.argmax(d, -1).copy_to_host(), np.argmax(x, -1))
         try:
-            vo.sum(d, 0)
+            vo.sum(d, (0, 2))
         except vo.OpsError as e:
             assert "Fix:" in str(e) and "transpose" in str(e)
         else:
-            raise AssertionError("a numba device array reduced along its first axis")
+            raise AssertionError("a numba device array was transposed")
 
     out.append(("along_axes", along_axes))
     for r, c in [(3, 5), (2, 300), (2, 1030)]:

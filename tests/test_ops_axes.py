@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 import vyre.ops as vo
 from tests.ops_cases import floats_array
 from vyre.ops import OpsError
+from vyre.ops import colwise as C
+from vyre.ops._axes import along
 from vyre.ops import rowwise as W
 
 #: dims of 0 and 1, and one past the CPU form's switch to lane arrays (64 columns)
@@ -102,10 +104,10 @@ def test_axis_results_are_exactly_the_row_ops() -> None:
     a = rng.standard_normal((5, 300)).astype(np.float32)
     np.testing.assert_array_equal(vo.sum(a, -1), vo.row_sum(a))
     np.testing.assert_array_equal(vo.max(a, 1), vo.row_max(a))
-    b = rng.standard_normal((3, 7, 9))
-    moved = np.ascontiguousarray(np.moveaxis(b, 1, -1)).reshape(27, 7)
-    np.testing.assert_array_equal(vo.sum(b, 1), vo.row_sum(moved).reshape(3, 9))
-    front = np.ascontiguousarray(np.moveaxis(b, 1, 0)).reshape(7, 27)
+    b = rng.standard_normal((3, 7, 5))  # an inner extent below colwise.MIN_INNER: the rows
+    moved = np.ascontiguousarray(np.moveaxis(b, 1, -1)).reshape(15, 7)
+    np.testing.assert_array_equal(vo.sum(b, 1), vo.row_sum(moved).reshape(3, 5))
+    front = np.ascontiguousarray(np.moveaxis(b, 1, 0)).reshape(7, 15)
     np.testing.assert_array_equal(vo.mean(b, (0, 2)), vo.mean(front, 1))
 
 
@@ -252,3 +254,52 @@ def test_row_argmax_forms(cols: int, backend: str, gpu_form: bool | None) -> Non
     got = W._row_argmax(x, backend, gpu_form)
     np.testing.assert_array_equal(np.asarray(got).astype(np.int64), np.argmax(x, -1))
     assert W._row_argmax(x[:0], backend, gpu_form).shape == (0,)
+
+
+@pytest.mark.parametrize("kind", C.COL_KINDS)
+@pytest.mark.parametrize("backend, gpu_form", [("cpu", None), ("interp", None), ("interp", True)])
+@settings(max_examples=8, deadline=None)
+@given(outer=st.integers(0, 3), red=st.sampled_from([0, 1, 2, 5, 33]),
+       inner=st.sampled_from([8, 9, 63, 64, 65, 130]), data=st.data())
+def test_column_forms(kind: str, backend: str, gpu_form: bool | None, outer: int, red: int, inner: int,
+                      data: st.DataObject) -> None:
+    """Both column forms (vyre.ops.colwise: the reduced axes before a run of kept ones, no
+    transpose) against numpy over axis 1 of (outer, red, inner): blocks of 64 columns and their
+    tails, the GPU form's unrolled steps and their tail, NaN, inf and ties."""
+    dt = data.draw(st.sampled_from([np.float32, np.float64]))
+    x = floats_array(data.draw, outer * red * inner, dt, data.draw(st.booleans())).reshape(outer, red, inner)
+    if kind == "argmax":
+        x = np.round(x) if np.isfinite(x).all() else x  # ties
+        if red == 0:
+            if outer:
+                with pytest.raises(OpsError, match="length 0"):
+                    C._columns(kind, x, (outer, red, inner), backend, gpu_form)
+            return
+    got = np.asarray(C._columns(kind, x, (outer, red, inner), backend, gpu_form)).reshape(outer, inner)
+    xd = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if kind == "argmax":
+            np.testing.assert_array_equal(got, np.argmax(x, 1))
+        elif kind in ("max", "min"):
+            want = np.max(xd, 1, initial=-np.inf) if kind == "max" else np.min(xd, 1, initial=np.inf)
+            np.testing.assert_array_equal(got, want)
+        else:
+            want = {"sum": xd.sum(1), "mean": xd.sum(1) / red, "norm": np.sqrt((xd * xd).sum(1))}[kind]
+            mag = np.abs(np.nan_to_num(xd, posinf=0, neginf=0))
+            scale = 1 + (np.sqrt((mag * mag).sum()) if kind == "norm" else mag.sum())
+            tol = (2e-6 if dt == np.float32 else 1e-13) * scale
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
+            assert got.dtype == dt
+
+
+def test_column_and_row_paths_agree() -> None:
+    """The column forms and the rows (a transposed copy) give one answer: exactly for max, min and
+    argmax, within rounding for sums; the column path is what sum(a, 0) takes."""
+    rng = np.random.default_rng(11)
+    a = np.round(rng.standard_normal((300, 40)) * 3).astype(np.float32)
+    a[17, 5] = np.nan
+    assert C.column_block(along(a, 0)) == (1, 300, 40)
+    moved = np.ascontiguousarray(a.T)
+    np.testing.assert_array_equal(vo.max(a, 0), vo.row_max(moved))
+    np.testing.assert_array_equal(vo.argmax(a, 0), np.argmax(moved, 1))
+    np.testing.assert_allclose(vo.sum(a, 0), vo.row_sum(moved), rtol=1e-6)

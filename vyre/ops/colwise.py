@@ -1,0 +1,236 @@
+"""Reductions over a block of axes that is not last, without moving it: the array seen as
+``(outer, red, inner)``, ``out[o * inner + i] = reduce over r of x[(o * red + r) * inner + i]``
+(``sum(a, axis=0)`` of a matrix: column sums; ``axis=1`` of a 3-D array: ``outer`` batches).
+
+The row-wise programs need the reduced axes last, which for these takes a transposed copy of the
+whole array (its strided reads cost more than the reduction: vyre.ops._axes). Here the reduction
+walks ``red`` with the ``inner`` consecutive elements side by side, which is how the data lies:
+
+* CPU form: one invocation per ``(o, block of COL_BLOCK columns)``; the block's accumulators are a
+  lane array (workgroup memory in the kernel's stack frame, as the whole-array reductions' CPU
+  form), and each step over ``r`` combines the block's row segment into them elementwise: a
+  stride-1 loop LLVM vectorises.
+* GPU form: one invocation per output element, ``red`` visited in order; consecutive invocations
+  read consecutive elements (coalesced), ``COL_UNROLL`` loads in flight for the sums, max and min
+  (one accumulator each, merged pairwise at the end).
+
+The programs take the inner extent as the *length* of a third buffer, ``inner`` (its contents are
+never read: a program has no scalar parameters, and a length is what a replayed call keeps; the
+op allocates it uninitialised). Kinds: ``sum``, ``mean``, ``norm`` (f32 accumulated in f64),
+``max``, ``min`` (NaN-propagating), ``argmax`` (u32 index along ``red``: the first NaN, else the
+first maximum).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ..ir import (
+    F64, U32, DataType, Expr, Node, Program, UnOpKind, assign, buflen, cast, gid, if_, let, load, loop,
+    maximum, minimum, output, read, select, store, u32, unop, var, workgroup,
+)
+from ._axes import Along
+from ._blocks import Combine, bounded_span, isnan, tree
+from ._plans import planned
+from ._runtime import OpsError, prepare
+
+__all__ = ["COL_BLOCK", "COL_KINDS", "col_program", "column_block", "reduce_columns"]
+
+COL_KINDS = ("sum", "mean", "norm", "max", "min", "argmax")
+#: CPU form: columns per invocation (its lane array of accumulators)
+COL_BLOCK = 64
+#: GPU form: workgroup size, and accumulators (loads in flight) per invocation for sum/max/min
+COL_WG = 256
+COL_UNROLL = 4
+#: the column forms take blocks whose inner extent is at least this (CPU: a vectorised step; GPU:
+#: eight consecutive elements per load sector); narrower ones go through the rows (a transposed
+#: copy, then rows)
+MIN_INNER = 8
+
+
+def _comb(kind: str) -> Combine:
+    return {"max": Combine.MAX, "min": Combine.MIN, "argmax": Combine.MAX}.get(kind, Combine.ADD)
+
+
+def _acc(kind: str, t: DataType) -> DataType:
+    return F64 if t is DataType.F32 and _comb(kind) is Combine.ADD else t
+
+
+def _term(kind: str, a: DataType, v: Expr) -> Expr:
+    x = cast(a, v)
+    return x * x if kind == "norm" else x
+
+
+def _post(kind: str, total: Expr, a: DataType, red: Expr) -> Expr:
+    if kind == "mean":
+        return total / cast(a, red)
+    if kind == "norm":
+        return unop(UnOpKind.SQRT, total)
+    return total
+
+
+def _take(v: Expr, best: Expr) -> Expr:
+    """argmax's rule visiting in order: a larger value, or the first NaN (once one is held, it stays)."""
+    return v.gt(best).or_(isnan(v).and_(isnan(best).not_()))
+
+
+@functools.lru_cache(maxsize=64)
+def col_program(kind: str, t: DataType, *, gpu: bool) -> Program:
+    """``out[o * inner + i]`` = ``kind`` over ``r < red`` of ``x[(o * red + r) * inner + i]``, with
+    ``inner = len(inner)`` and ``red = len(x) / len(out)`` (module docstring). Launch ``ceil(outer
+    * ceil(inner / COL_BLOCK))`` workgroups (CPU form) or ``ceil(len(out) / COL_WG)`` (GPU form)."""
+    if kind not in COL_KINDS:
+        raise ValueError(f"col_program kind {kind!r}; expected one of {COL_KINDS}")
+    a = _acc(kind, t)
+    out_t = U32 if kind == "argmax" else t
+    bufs = [read("x", 0, t), output("out", 1, out_t), read("inner", 2, U32)]
+    body: list[Node] = [
+        let("inner", buflen("inner")),
+        let("red", buflen("x") / maximum(buflen("out"), u32(1))),
+    ]
+    if gpu:
+        return Program.wrapped(bufs, COL_WG, body + _gpu_body(kind, t, a))
+    lanes = workgroup("lanes", COL_BLOCK, a)
+    extra = [workgroup("lanes_i", COL_BLOCK, U32)] if kind == "argmax" else []
+    return Program.wrapped([*bufs, lanes, *extra], 1, body + _cpu_body(kind, t, a))
+
+
+def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
+    comb = _comb(kind)
+    k, r = var("k"), var("r")
+    lanes = "lanes"
+    init: list[Node] = [store(lanes, k, comb.identity(a))]
+    if kind == "argmax":
+        init.append(store("lanes_i", k, u32(0)))
+    if kind == "argmax":
+        def fold(v: Expr) -> list[Node]:
+            take = _take(var("v"), var("cur"))
+            return [let("v", v), let("cur", load(lanes, k)),
+                    let("tk", take),
+                    store(lanes, k, select(var("tk"), var("v"), var("cur"))),
+                    store("lanes_i", k, select(var("tk"), r, load("lanes_i", k)))]
+    else:
+        def fold(v: Expr) -> list[Node]:
+            return [let("v", _term(kind, a, v)), store(lanes, k, comb.step(load(lanes, k), var("v")))]
+
+    def result(kk: Expr) -> Expr:
+        if kind == "argmax":
+            return load("lanes_i", kk)
+        return cast(t, _post(kind, load(lanes, kk), a, var("red")))
+
+    nb = (var("inner") + u32(COL_BLOCK - 1)) / u32(COL_BLOCK)
+    return [
+        let("nb", maximum(nb, u32(1))),
+        let("g", gid()),
+        let("o", var("g") / var("nb")),
+        let("i0", (var("g") % var("nb")) * u32(COL_BLOCK)),
+        let("w", minimum(u32(COL_BLOCK), var("inner") - minimum(var("i0"), var("inner")))),
+        if_(var("o").lt(buflen("out") / maximum(var("inner"), u32(1))), [
+            loop("k", u32(0), u32(COL_BLOCK), init),
+            loop("r", u32(0), var("red"), [
+                # the block's segment of row r, clipped to x (a no-op for every launched
+                # invocation; it lets the range analysis prove each load in range: no guard)
+                *bounded_span(buflen("x"), (var("o") * var("red") + r) * var("inner") + var("i0"),
+                              var("w"), "s"),
+                loop("k", u32(0), var("slen"), [*fold(load("x", var("slo") + k))]),
+            ]),
+            *bounded_span(buflen("out"), var("o") * var("inner") + var("i0"), var("w"), "d"),
+            loop("k", u32(0), var("dlen"), [store("out", var("dlo") + k, result(k))]),
+        ]),
+    ]
+
+
+def _gpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
+    g, r = var("g"), var("r")
+
+    def at(rr: Expr) -> Expr:
+        return (var("o") * var("red") + rr) * var("inner") + var("i")
+
+    head: list[Node] = [
+        let("g", gid()),
+        let("o", g / maximum(var("inner"), u32(1))),
+        let("i", g % maximum(var("inner"), u32(1))),
+    ]
+    if kind == "argmax":
+        inner: list[Node] = [
+            let("best", _comb(kind).identity(t)), let("bi", u32(0)),
+            loop("r", u32(0), var("red"), [
+                let("v", load("x", at(r))),
+                let("tk", _take(var("v"), var("best"))),
+                assign("best", select(var("tk"), var("v"), var("best"))),
+                assign("bi", select(var("tk"), r, var("bi"))),
+            ]),
+            store("out", g, var("bi")),
+        ]
+        return [*head, if_(g.lt(buflen("out")), inner)]
+    comb = _comb(kind)
+    accs = [f"a{u}" for u in range(COL_UNROLL)]
+    step_nodes: list[Node] = []
+    for u, name in enumerate(accs):
+        rr = var("rb") + u32(u) if u else var("rb")
+        step_nodes += [let(f"v{u}", _term(kind, a, load("x", at(rr)))),
+                       assign(name, comb.step(var(name), var(f"v{u}")))]
+    nodes, total = tree("am", [var(n) for n in accs], comb)
+    inner = [
+        *(let(n, comb.identity(a)) for n in accs),
+        loop("c", u32(0), var("red") / u32(COL_UNROLL), [let("rb", var("c") * u32(COL_UNROLL)), *step_nodes]),
+        loop("r", (var("red") / u32(COL_UNROLL)) * u32(COL_UNROLL), var("red"), [
+            let("vt", _term(kind, a, load("x", at(r)))), assign(accs[0], comb.step(var(accs[0]), var("vt")))]),
+        *nodes,
+        store("out", g, cast(t, _post(kind, total, a, var("red")))),
+    ]
+    return [*head, if_(g.lt(buflen("out")), inner)]
+
+
+def column_block(al: Along) -> tuple[int, int, int] | None:
+    """``(outer, red, inner)`` when ``al``'s reduced axes are one run of consecutive axes followed
+    by an inner extent of at least MIN_INNER elements; else None (the rows take it)."""
+    axes = al.axes
+    if not axes or al.whole or al.last or axes != tuple(range(axes[0], axes[-1] + 1)):
+        return None
+    shape = al.shape
+    outer = int(np.prod(shape[:axes[0]], dtype=np.int64))
+    red = int(np.prod(shape[axes[0]:axes[-1] + 1], dtype=np.int64))
+    inner = int(np.prod(shape[axes[-1] + 1:], dtype=np.int64))
+    return (outer, red, inner) if inner >= MIN_INNER else None
+
+
+def reduce_columns(kind: str, x: Any, al: Along, block: tuple[int, int, int], keepdims: bool,
+                   backend: str | None) -> Any:
+    """``kind`` of ``x`` along ``al``'s axes through the column forms (``block``: what
+    :func:`column_block` returned), shaped as the kept axes (or keepdims)."""
+    r = _columns(kind, x, block, backend)
+    if kind == "argmax" and isinstance(r, np.ndarray):
+        r = r.astype(np.int64)
+    return r.reshape(al.keepdims_shape if keepdims else al.kept_shape)
+
+
+def _columns(kind: str, x: Any, block: tuple[int, int, int], backend: str | None,
+             gpu_form: bool | None = None) -> Any:
+    """The flat result of ``kind`` over ``x`` seen as ``block`` (``gpu_form``: force a program form,
+    for tests; argmax's indices as u32)."""
+    return planned(("col_" + kind, block, gpu_form), (x,), backend, _col_checked)
+
+
+def _col_checked(op: tuple[str, tuple[int, int, int], bool | None], inputs: tuple[Any, ...],
+                 backend: str | None) -> Any:
+    name, (outer, red, inner), gpu_form = op
+    kind = name[4:]
+    ctx, arrs = prepare({"x": inputs[0]}, backend)
+    if gpu_form is not None:
+        ctx.gpu_form = gpu_form
+    if arrs["x"].size != outer * red * inner:
+        raise OpsError(f"x has {arrs['x'].size} elements, expected {outer * red * inner}")  # an internal slip
+    if kind == "argmax" and red == 0 and outer * inner:
+        raise OpsError("argmax along an axis of length 0 has no answer. Fix: check that the axis is not empty")
+    t = arrs["x"].dtype
+    out = ctx.empty(outer * inner, U32 if kind == "argmax" else t)
+    if outer * inner:
+        gpu = ctx.gpu_form
+        grid = -(-outer * inner // COL_WG) if gpu else outer * -(-inner // COL_BLOCK)
+        carrier = ctx.empty(inner, U32)  # its length is the inner extent (never read)
+        ctx.run(col_program(kind, t, gpu=gpu), {"x": arrs["x"].data, "out": out, "inner": carrier}, grid)
+    return ctx.result(out, (outer * inner,))
