@@ -16,9 +16,10 @@ can only be reduced along its last axes (it has no transpose), which the error s
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -27,53 +28,56 @@ from ._runtime import Kind, OpsError, _kind
 __all__ = ["Along", "along", "from_rows", "per_row", "rows_of_stat", "to_rows", "whole_keepdims"]
 
 
-class Along(NamedTuple):
-    """How an array of ``shape`` reduces along ``axes`` (sorted, non-negative)."""
+class Along:
+    """How an array of ``shape`` reduces along ``axes`` (sorted, non-negative); the derived shapes
+    are computed once (:func:`along` keeps one per shape and axis)."""
 
-    shape: tuple[int, ...]
-    axes: tuple[int, ...]
-    kept: tuple[int, ...]  # the other axes, in order
+    __slots__ = ("axes", "cols", "keepdims_shape", "kept", "kept_shape", "last", "order", "rows", "shape",
+                 "whole")
 
-    @property
-    def whole(self) -> bool:
-        """Every axis is reduced: a whole-array reduction."""
-        return not self.kept
+    def __init__(self, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+        self.shape = shape
+        self.axes = axes
+        #: the other axes, in order
+        self.kept = tuple(a for a in range(len(shape)) if a not in axes)
+        #: every axis is reduced: a whole-array reduction
+        self.whole = not self.kept
+        #: the reduced axes are the last ones: the rows are a reshape, no transpose
+        self.last = axes == tuple(range(len(self.kept), len(shape)))
+        self.rows = math.prod(shape[a] for a in self.kept)
+        self.cols = math.prod(shape[a] for a in axes)
+        self.kept_shape = tuple(shape[a] for a in self.kept)
+        self.keepdims_shape = tuple(1 if a in axes else s for a, s in enumerate(shape))
+        #: the transpose that puts the reduced axes last
+        self.order = (*self.kept, *axes)
 
-    @property
-    def last(self) -> bool:
-        """The reduced axes are the last ones: the rows are a reshape, no transpose."""
-        return self.axes == tuple(range(len(self.kept), len(self.shape)))
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Along) and (self.shape, self.axes) == (other.shape, other.axes)
 
-    @property
-    def rows(self) -> int:
-        return math.prod(self.shape[a] for a in self.kept)
+    def __hash__(self) -> int:
+        return hash((self.shape, self.axes))
 
-    @property
-    def cols(self) -> int:
-        return math.prod(self.shape[a] for a in self.axes)
-
-    @property
-    def kept_shape(self) -> tuple[int, ...]:
-        return tuple(self.shape[a] for a in self.kept)
-
-    @property
-    def keepdims_shape(self) -> tuple[int, ...]:
-        return tuple(1 if a in self.axes else s for a, s in enumerate(self.shape))
-
-    @property
-    def order(self) -> tuple[int, ...]:
-        """The transpose that puts the reduced axes last."""
-        return (*self.kept, *self.axes)
+    def __repr__(self) -> str:
+        return f"Along(shape={self.shape}, axes={self.axes})"
 
 
 def along(x: Any, axis: Any, name: str = "x") -> Along:
     """The reduction of array ``x`` along ``axis`` (an int, a tuple of ints, or None for every
     axis); an OpsError for an axis out of range, repeated, or not an integer."""
-    _kind(x)  # an OpsError for anything that is not an array vyre.ops takes
-    shape = tuple(int(s) for s in x.shape)
+    if type(x) is not np.ndarray:
+        _kind(x)  # an OpsError for anything that is not an array vyre.ops takes
+    try:
+        return _along(tuple(x.shape), axis, name)  # read once per shape and axis (a small op's call)
+    except TypeError:  # an axis that is no key (a list): the uncached reading says what is wrong
+        return _along.__wrapped__(tuple(x.shape), axis, name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _along(raw: tuple[int, ...], axis: Any, name: str) -> Along:
+    shape = tuple(int(s) for s in raw)
     nd = len(shape)
     if axis is None:
-        return Along(shape, tuple(range(nd)), ())
+        return Along(shape, tuple(range(nd)))
     items = axis if isinstance(axis, tuple) else (axis,)
     axes: list[int] = []
     for a in items:
@@ -92,17 +96,16 @@ def along(x: Any, axis: Any, name: str = "x") -> Along:
         if i in axes:
             raise OpsError(f"axis {axis!r} names axis {i} of {name} twice. Fix: name each axis once")
         axes.append(i)
-    done = tuple(sorted(axes))
-    return Along(shape, done, tuple(a for a in range(nd) if a not in done))
+    return Along(shape, tuple(sorted(axes)))
 
 
 def to_rows(x: Any, al: Along) -> Any:
     """``x`` as a 2-D ``(rows, cols)`` array of its own library: the kept axes become the rows,
     the reduced axes the columns (a transposed copy unless they are already last)."""
-    kind = _kind(x)
     shape = (al.rows, al.cols)
     if al.last:
-        return x.reshape(shape)
+        return x if len(al.shape) == 2 and len(al.kept) == 1 else x.reshape(shape)  # already (rows, cols)
+    kind = _kind(x)
     if kind is Kind.TORCH:
         return x.permute(*al.order).reshape(shape)
     if kind in (Kind.NUMPY, Kind.CUPY):
