@@ -548,6 +548,7 @@ def ops():
     tx = torch.randn(r, c, device="cuda")
     tg = torch.randn(r, c, device="cuda")
     tgr = torch.randn(r, device="cuda")
+    t3b = torch.randn(64, 4096, 64, device="cuda")
     row("softmax 4096x4096", timed(lambda: vo.softmax(tx)), timed(lambda: torch.softmax(tx, -1)),
         "torch.softmax", rel(cp.asarray(vo.softmax(tx)), cp.asarray(torch.softmax(tx, -1))))
     row("logsumexp 4096x4096", timed(lambda: vo.logsumexp(tx)), timed(lambda: torch.logsumexp(tx, -1)),
@@ -559,6 +560,17 @@ def ops():
         rel(cp.asarray(vo.row_sum(tx)), cp.asarray(tx.double().sum(-1))))
     row("row_max 4096x4096", timed(lambda: vo.row_max(tx)), timed(lambda: tx.amax(-1)), "torch.amax(-1)",
         rel(cp.asarray(vo.row_max(tx)), cp.asarray(tx.amax(-1))))
+    # along other axes: the column forms (vyre/ops/colwise.py), the row argmax
+    row("sum(a, 0) 4096x4096", timed(lambda: vo.sum(tx, 0)), timed(lambda: tx.sum(0)), "torch.sum(0)",
+        rel(cp.asarray(vo.sum(tx, 0)), cp.asarray(tx.double().sum(0))))
+    row("max(a, 0) 4096x4096", timed(lambda: vo.max(tx, 0)), timed(lambda: tx.amax(0)), "torch.amax(0)",
+        rel(cp.asarray(vo.max(tx, 0)), cp.asarray(tx.amax(0))))
+    row("argmax(a, 0) 4096x4096", timed(lambda: vo.argmax(tx, 0)), timed(lambda: tx.argmax(0)), "torch.argmax(0)",
+        float((vo.argmax(tx, 0).long() != tx.argmax(0)).sum()))
+    row("argmax(a, -1) 4096x4096", timed(lambda: vo.argmax(tx, -1)), timed(lambda: tx.argmax(-1)),
+        "torch.argmax(-1)", float((vo.argmax(tx, -1).long() != tx.argmax(-1)).sum()))
+    row("sum(a, 1) 64x4096x64", timed(lambda: vo.sum(t3b, 1)), timed(lambda: t3b.sum(1)), "torch.sum(1)",
+        rel(cp.asarray(vo.sum(t3b, 1)), cp.asarray(t3b.double().sum(1))))
 
     # value and gradient: vyre's forward + gradient program against PyTorch's forward + backward
     def vg_softmax():
