@@ -23,7 +23,7 @@ from ._axes import along
 from ._blocks import SUBGROUP, Combine, all_of, bounded_span, isnan, lane_fold, nan, nan_flags, subgroup_combine
 from ._plans import planned
 from ._runtime import OpsError, prepare
-from .colwise import column_block, reduce_columns
+from .colwise import columns_for, reduce_columns
 from .rowwise import row_argmax
 from .reduce import (
     CPU_BLOCK_EXACT, CPU_LANES, CPU_PAIR, GPU_UNROLL, GPU_WG, _block_bounds, _cap, _gpu_form, _partials,
@@ -269,7 +269,7 @@ def argmax(x: Any, axis: Any = None, *, backend: str | None = None, deterministi
     if axis is not None:
         al = along(x, axis)
         if not al.whole:
-            block = column_block(al)
+            block = columns_for(x, al, backend)
             if block is not None:
                 return reduce_columns("argmax", x, al, block, False, backend)
             return row_argmax(x, al, backend)

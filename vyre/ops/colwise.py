@@ -13,7 +13,11 @@ walks ``red`` with the ``inner`` consecutive elements side by side, which is how
   loop LLVM vectorises.
 * GPU form: one invocation per output element, ``red`` visited in order; consecutive invocations
   read consecutive elements (coalesced), ``COL_UNROLL`` loads in flight for the sums, max and min
-  (one accumulator each, merged pairwise at the end).
+  (one accumulator each, merged pairwise at the end). Only numba's device arrays, which have no
+  transpose, take it (:func:`columns_for`): with one invocation per output it has too little
+  parallelism where the kept extent is small, and CuPy arrays and CUDA tensors go through a
+  transposed copy and the rows instead (both well below PyTorch's column reductions on an H200:
+  BENCHMARKS.md).
 
 The programs take the inner extent as the *length* of a third buffer, ``inner`` (its contents are
 never read: a program has no scalar parameters, and a length is what a replayed call keeps; the
@@ -37,10 +41,11 @@ from ..ir import (
 from ._axes import Along
 from ._blocks import Combine, bounded_span, isnan, tree
 from ._plans import planned
-from ._runtime import OpsError, prepare
+from ..driver.backends import default_backend
+from ._runtime import Kind, OpsError, _kind, prepare
 
-__all__ = ["COL_BLOCK", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block", "cpu_block",
-           "reduce_columns"]
+__all__ = ["COL_BLOCK", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block", "columns_for",
+           "cpu_block", "reduce_columns"]
 
 COL_KINDS = ("sum", "mean", "norm", "max", "min", "argmax")
 #: CPU form: columns per invocation (its lane array of accumulators) and rows combined per step,
@@ -233,6 +238,21 @@ def column_block(al: Along) -> tuple[int, int, int] | None:
     red = math.prod(shape[axes[0]:axes[-1] + 1])
     inner = math.prod(shape[axes[-1] + 1:])
     return (outer, red, inner) if inner >= MIN_INNER else None
+
+
+def columns_for(x: Any, al: Along, backend: str | None) -> tuple[int, int, int] | None:
+    """:func:`column_block` where the column forms are the better way: on the host backends (the
+    CPU form beats a transposed copy there: BENCHMARKS.md), and on the GPU only for arrays that have
+    no transpose (numba's device arrays); CuPy arrays and CUDA tensors on the GPU take the rows (the
+    GPU form has one invocation per output, too few where the kept extent is small: on an H200
+    ``sum(a, 0)`` of 4096x4096 f32 ran at 0.15x ``torch.sum(a, 0)``)."""
+    block = column_block(al)
+    if block is None:
+        return None
+    if type(x) is np.ndarray:
+        host = backend in ("cpu", "interp") or (backend is None and default_backend() in ("cpu", "interp"))
+        return block if host else None
+    return block if _kind(x) is Kind.DEVICE else None
 
 
 def reduce_columns(kind: str, x: Any, al: Along, block: tuple[int, int, int], keepdims: bool,
