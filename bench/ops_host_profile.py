@@ -11,7 +11,6 @@ import cProfile
 import io
 import pstats
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,20 +18,12 @@ import cupy as cp
 import torch
 
 import vyre.ops as vo
+from gpu_bench import host_time_per_call  # bench/ is the script's folder: on sys.path
 
 
 def per_call(fn: Callable[[], Any], n: int = 3000) -> float:
-    for _ in range(300):
-        fn()
-    torch.cuda.synchronize()
-    best = []
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best.append((time.perf_counter() - t) / n)
-        torch.cuda.synchronize()
-    return min(best) * 1e6
+    """Microseconds of host time per call in a tight loop (gpu_bench's measure)."""
+    return host_time_per_call(fn, n) * 1e6
 
 
 def profile(fn: Callable[[], Any], n: int = 3000, top: int = 25) -> str:
