@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 import vyre.ops as vo
 from tests.ops_cases import floats_array
 from vyre.ops import OpsError
+from vyre.ops import argreduce as A
 from vyre.ops import colwise as C
 from vyre.ops._axes import along
-from vyre.ops import rowwise as W
 
 #: dims of 0 and 1, and one past the CPU form's switch to lane arrays (64 columns)
 DIMS = st.one_of(st.integers(0, 4), st.sampled_from([1, 70]))
@@ -251,9 +251,9 @@ def test_row_argmax_forms(cols: int, backend: str, gpu_form: bool | None) -> Non
     x[1, cols - 1] = np.nan
     x[2] = -np.inf
     x[3, ::7] = 9.0  # ties, the first in invocation 0
-    got = W._row_argmax(x, backend, gpu_form)
+    got = A._row_argmax(x, backend, gpu_form)
     np.testing.assert_array_equal(np.asarray(got).astype(np.int64), np.argmax(x, -1))
-    assert W._row_argmax(x[:0], backend, gpu_form).shape == (0,)
+    assert A._row_argmax(x[:0], backend, gpu_form).shape == (0,)
 
 
 @pytest.mark.parametrize("kind", C.COL_KINDS)

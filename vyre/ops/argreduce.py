@@ -14,22 +14,27 @@ import functools
 import math
 from typing import Any
 
+import numpy as np
+
 from ..ir import (
     U32, BinOpKind, BufferDecl, DataType, Expr, Node, Program, assign, barrier, buflen, gid, if_, lane, let,
     lid, load, loop, maximum, minimum, output, read, select, store, subgroup_reduce, u32, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._axes import along
-from ._blocks import SUBGROUP, Combine, all_of, bounded_span, isnan, lane_fold, nan, nan_flags, subgroup_combine
+from ._axes import Along, along, per_row, to_rows
+from ._blocks import (
+    SUBGROUP, Combine, all_of, bounded_span, isnan, lane_fold, nan, nan_flags, subgroup_combine, workgroup_min_u32,
+)
+from ._rows import Access
 from ._plans import planned
 from ._runtime import OpsError, prepare
 from .colwise import columns_for, reduce_columns
-from .rowwise import row_argmax
+from .rowwise import RowBuilder, prepare_rows
 from .reduce import (
     CPU_BLOCK_EXACT, CPU_LANES, CPU_PAIR, GPU_UNROLL, GPU_WG, _block_bounds, _cap, _gpu_form, _partials,
 )
 
-__all__ = ["ARGMAX_SNAPSHOT_BYTES", "argmax", "argmax_program"]
+__all__ = ["ARGMAX_SNAPSHOT_BYTES", "NO_INDEX", "argmax", "argmax_program", "row_argmax", "row_argmax_program"]
 
 #: CPU argmax: bytes of the lanes' snapshots, one per segment of the block (its stack share,
 #: vyre/codegen/cpu.py STACK_BYTES): 16 segments of 8192 f32 or 8 of 16384 f64 elements cover a
@@ -263,7 +268,7 @@ def argmax(x: Any, axis: Any = None, *, backend: str | None = None, deterministi
     """Flat index of the first maximum (numpy's rule: the first NaN if there is one), as an int64
     scalar (numpy) or 0-d uint32 device array (device input). An empty array is an error. With
     ``axis`` (an int or a tuple of ints, as numpy reads them) the index along those axes of each
-    position of the others (vyre.ops.rowwise.row_argmax: int64 for numpy, uint32 on the device; a
+    position of the others (:func:`row_argmax`, or the column forms: int64 for numpy, uint32 on the device; a
     tuple's axes count as one, flattened in order, as if moved last); every axis named is the
     whole-array index."""
     if axis is not None:
@@ -311,3 +316,82 @@ def _argmax_checked(op: tuple[str, bool, bool | None], inputs: tuple[Any, ...], 
         ctx.run(prog, {**reads, "val": val, "idx": idx}, g)
         reads = {"x": val, "xi": idx}
     return ctx.index(idx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Along axes: an index per row (vyre.ops.rowwise's row programs and rows)
+
+
+#: row_argmax_program's index of an empty row
+NO_INDEX = 0xFFFFFFFF
+
+
+@functools.lru_cache(maxsize=32)
+def row_argmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0, lanes: bool = False
+                       ) -> Program:
+    """``idx[r]`` (u32): the column of row ``r``'s first maximum, numpy's rule (the first NaN if
+    the row has one; ties to the lowest column); ``NO_INDEX`` for an empty row. Two passes over
+    the row: its NaN-propagating maximum (a reduction like ``row_program("max")``'s), then the
+    lowest column holding it (each invocation takes the first in its share, which it visits in
+    increasing order; the GPU form's workgroup takes the least)."""
+    b = RowBuilder(gpu, wg, "idx", resident, lanes)
+    b.buf(read("x", 0, t))
+    b.buf(output("idx", 1, U32))
+    rl = b.begin("x")
+    nodes, part = rl.reduce("m", Combine.MAX, t, lambda ld: ld("x"), ("x",))
+    b.stmts += nodes
+    b.stmts += [let("mx", b.combine("mt", part, Combine.MAX, t)), let("first", u32(NO_INDEX))]
+    mx = var("mx")
+
+    def hit(v: Expr) -> Expr:
+        return select(isnan(mx), isnan(v), v.eq(mx))
+
+    if gpu:
+        def visit(ld: Access, i: Expr) -> list[Node]:
+            return [if_(var("first").eq(u32(NO_INDEX)).and_(hit(ld("x"))), [assign("first", i - var("base"))])]
+
+        b.stmts += rl.each("f", visit, ("x",), ())
+    else:
+        # the least column that holds it, as a u32 min over the row: no branch, and an integer
+        # reduction LLVM vectorises (a first-match loop with a branch ran 4x slower than max)
+        j = var("fj")
+        b.stmts += [
+            *bounded_span(buflen("x"), var("base"), var("cols"), "f"),
+            loop("fj", u32(0), var("flen"), [
+                let("fv", load("x", var("flo") + j)),
+                assign("first", minimum(var("first"), select(hit(var("fv")), j, u32(NO_INDEX)))),
+            ]),
+        ]
+    total: Expr = var("first")
+    if gpu:
+        more, total, tiles = workgroup_min_u32("fi", total, wg)
+        b.stmts += more
+        b.bufs += tiles
+    b.store_stat("idx", total)
+    return b.program()
+
+
+def row_argmax(x: Any, al: Along, backend: str | None) -> Any:
+    """The column of each row's first maximum along ``al``'s axes (vyre.ops.argmax with an axis):
+    int64 for numpy callers, uint32 on the device (as the whole-array index)."""
+    r = planned(("row_argmax", None), (to_rows(x, al),), backend, _row_argmax_checked)
+    if isinstance(r, np.ndarray):
+        r = r.astype(np.int64)
+    return per_row(r, al)
+
+
+def _row_argmax(x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
+    """row_argmax of a 2-D array in a forced program form (tests): the u32 indices as they are."""
+    return planned(("row_argmax", gpu_form), (x,), backend, _row_argmax_checked)
+
+
+def _row_argmax_checked(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
+    _, gpu_form = op
+    (x,) = inputs
+    ctx, arrs, rows, cols, kw = prepare_rows({"x": x}, backend, gpu_form)
+    if rows and not cols:
+        raise OpsError("argmax along an axis of length 0 has no answer. Fix: check that the axis is not empty")
+    out = ctx.empty(rows, U32)
+    if rows:
+        ctx.run(row_argmax_program(arrs["x"].dtype, **kw), {"x": arrs["x"].data, "idx": out}, rows)
+    return ctx.result(out, (rows,))

@@ -28,24 +28,23 @@ import functools
 import math
 from typing import Any
 
-import numpy as np
 
 from ..ir import (
-    F64, U32, BufferDecl, DataType, Expr, Node, Program, UnOpKind, assign, buflen, cast, exp, gid, if_, let, lid,
-    load, log, loop, minimum, output, read, select, store, u32, unop, var, wgid,
+    F64, BufferDecl, DataType, Expr, Node, Program, UnOpKind, buflen, cast, exp, gid, if_, let, lid,
+    load, log, output, read, select, store, u32, unop, var, wgid,
 )
 from ..ir.expr import lit
 from ._axes import Along, along, from_rows, per_row, rows_of_stat, to_rows
-from ._blocks import Combine, bounded_span, isnan, workgroup_combine, workgroup_min_u32
+from ._blocks import Combine, workgroup_combine
 from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
 from ._plans import planned
 from ._runtime import Ctx, OpsError, prepare
 
 __all__ = [
-    "NO_INDEX", "ROW_KINDS", "layer_norm", "layer_norm_grad", "layer_norm_grad_program", "layer_norm_program",
-    "logsumexp", "logsumexp_grad", "logsumexp_grad_program", "logsumexp_program", "reduce_rows", "row_argmax",
-    "row_argmax_program", "row_max", "row_program", "row_sum", "row_workgroup", "softmax", "softmax_grad",
-    "softmax_grad_program", "softmax_program",
+    "ROW_KINDS", "RowBuilder", "layer_norm", "layer_norm_grad", "layer_norm_grad_program", "layer_norm_program",
+    "logsumexp", "logsumexp_grad", "logsumexp_grad_program", "logsumexp_program", "prepare_rows", "reduce_rows",
+    "row_max", "row_program", "row_sum", "row_workgroup", "softmax", "softmax_grad", "softmax_grad_program",
+    "softmax_program",
 ]
 
 GPU_UNROLL = 8
@@ -73,7 +72,7 @@ def row_resident(cols: int, wg: int) -> int:
     return r if r <= MAX_RESIDENT else 0
 
 
-class _Row:
+class RowBuilder:
     """Builds one row-wise program: declares buffers, binds the row's geometry and combines."""
 
     def __init__(self, gpu: bool, wg: int, stat: str, resident: int = 0, lanes: bool = False) -> None:
@@ -147,7 +146,7 @@ def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256, resident: i
     NaN-propagating maximum (``"max"``) or minimum (``"min"``)."""
     if kind not in ROW_KINDS:
         raise ValueError(f"row_program kind {kind!r}; expected one of {ROW_KINDS}")
-    b = _Row(gpu, wg, "out", resident, lanes)
+    b = RowBuilder(gpu, wg, "out", resident, lanes)
     b.buf(read("x", 0, t))
     b.buf(output("out", 1, t))
     rl = b.begin("x")
@@ -169,56 +168,7 @@ def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256, resident: i
     return b.program()
 
 
-#: row_argmax_program's index of an empty row
-NO_INDEX = 0xFFFFFFFF
-
-
-@functools.lru_cache(maxsize=32)
-def row_argmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0, lanes: bool = False
-                       ) -> Program:
-    """``idx[r]`` (u32): the column of row ``r``'s first maximum, numpy's rule (the first NaN if
-    the row has one; ties to the lowest column); ``NO_INDEX`` for an empty row. Two passes over
-    the row: its NaN-propagating maximum (a reduction like ``row_program("max")``'s), then the
-    lowest column holding it (each invocation takes the first in its share, which it visits in
-    increasing order; the GPU form's workgroup takes the least)."""
-    b = _Row(gpu, wg, "idx", resident, lanes)
-    b.buf(read("x", 0, t))
-    b.buf(output("idx", 1, U32))
-    rl = b.begin("x")
-    nodes, part = rl.reduce("m", Combine.MAX, t, lambda ld: ld("x"), ("x",))
-    b.stmts += nodes
-    b.stmts += [let("mx", b.combine("mt", part, Combine.MAX, t)), let("first", u32(NO_INDEX))]
-    mx = var("mx")
-
-    def hit(v: Expr) -> Expr:
-        return select(isnan(mx), isnan(v), v.eq(mx))
-
-    if gpu:
-        def visit(ld: Access, i: Expr) -> list[Node]:
-            return [if_(var("first").eq(u32(NO_INDEX)).and_(hit(ld("x"))), [assign("first", i - var("base"))])]
-
-        b.stmts += rl.each("f", visit, ("x",), ())
-    else:
-        # the least column that holds it, as a u32 min over the row: no branch, and an integer
-        # reduction LLVM vectorises (a first-match loop with a branch ran 4x slower than max)
-        j = var("fj")
-        b.stmts += [
-            *bounded_span(buflen("x"), var("base"), var("cols"), "f"),
-            loop("fj", u32(0), var("flen"), [
-                let("fv", load("x", var("flo") + j)),
-                assign("first", minimum(var("first"), select(hit(var("fv")), j, u32(NO_INDEX)))),
-            ]),
-        ]
-    total: Expr = var("first")
-    if gpu:
-        more, total, tiles = workgroup_min_u32("fi", total, wg)
-        b.stmts += more
-        b.bufs += tiles
-    b.store_stat("idx", total)
-    return b.program()
-
-
-def _max_and_sumexp(b: _Row, rl: RowLoop, t: DataType, *, finite_shift: bool) -> tuple[Expr, Expr]:
+def _max_and_sumexp(b: RowBuilder, rl: RowLoop, t: DataType, *, finite_shift: bool) -> tuple[Expr, Expr]:
     """Statements for the row's shift ``ms`` and ``S = sum exp(x - ms)``; returns their vars.
     ``finite_shift``: an infinite maximum shifts by 0 (logsumexp: an all -inf row gives -inf, a
     +inf gives +inf); otherwise by the maximum itself (softmax: such rows are NaN, as in PyTorch)."""
@@ -237,7 +187,7 @@ def _max_and_sumexp(b: _Row, rl: RowLoop, t: DataType, *, finite_shift: bool) ->
 def logsumexp_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
         lanes: bool = False) -> Program:
     """``out[r] = log(sum_j exp(x[r, j]))``, shifted by the row maximum."""
-    b = _Row(gpu, wg, "out", resident, lanes)
+    b = RowBuilder(gpu, wg, "out", resident, lanes)
     b.buf(read("x", 0, t))
     b.buf(output("out", 1, t))
     rl = b.begin("x")
@@ -252,7 +202,7 @@ def softmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
     """``y[r, j] = exp(x[r, j] - m) / sum_k exp(x[r, k] - m)`` with ``m`` the row maximum (so a row
     holding NaN or +inf, or only -inf, is NaN throughout, as in PyTorch); ``lse[r] = m + log(sum)``
     (its length gives the row count)."""
-    b = _Row(gpu, wg, "lse", resident, lanes)
+    b = RowBuilder(gpu, wg, "lse", resident, lanes)
     b.buf(read("x", 0, t))
     b.buf(output("y", 1, t))
     b.buf(output("lse", 2, t))
@@ -281,7 +231,7 @@ def layer_norm_program(t: DataType, eps: float, *, gpu: bool, wg: int = 256, res
     """``y = (x - mean) / sqrt(var + eps)`` per row (biased variance, no affine parameters, as
     ``torch.nn.functional.layer_norm(x, (cols,))``); ``mean[r]`` and ``rstd[r]`` are kept for the
     gradient. Two passes over the row, accumulated in f64 for f32."""
-    b = _Row(gpu, wg, "mean", resident, lanes)
+    b = RowBuilder(gpu, wg, "mean", resident, lanes)
     a = _acc(t, b.resident)
     b.buf(read("x", 0, t))
     b.buf(output("y", 1, t))
@@ -315,7 +265,7 @@ def _sq(e: Expr) -> Expr:
 def softmax_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
         lanes: bool = False) -> Program:
     """``dx = y * (g - sum_j g_j y_j)`` per row; ``d[r]`` gets the row's ``sum g y``."""
-    b = _Row(gpu, wg, "d", resident, lanes)
+    b = RowBuilder(gpu, wg, "d", resident, lanes)
     b.buf(read("y", 0, t))
     b.buf(read("g", 1, t))
     b.buf(output("dx", 2, t))
@@ -333,7 +283,7 @@ def softmax_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int
 def logsumexp_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
         lanes: bool = False) -> Program:
     """``dx[r, j] = g[r] * exp(x[r, j] - lse[r])`` (the softmax of the row, scaled)."""
-    b = _Row(gpu, wg, "lse", resident, lanes)
+    b = RowBuilder(gpu, wg, "lse", resident, lanes)
     b.buf(read("x", 0, t))
     b.buf(read("lse", 1, t))
     b.buf(read("g", 2, t))
@@ -348,7 +298,7 @@ def logsumexp_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: i
 def layer_norm_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0,
         lanes: bool = False) -> Program:
     """``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` per row, ``xhat = (x - mean) * rstd``."""
-    b = _Row(gpu, wg, "mean", resident, lanes)
+    b = RowBuilder(gpu, wg, "mean", resident, lanes)
     a = _acc(t, b.resident)
     b.buf(read("x", 0, t))
     b.buf(read("g", 1, t))
@@ -384,7 +334,7 @@ def _form(ctx: Ctx, cols: int) -> dict[str, Any]:
     return {"gpu": True, "wg": wg, "resident": row_resident(cols, wg)}
 
 
-def _prep(named: dict[str, Any], backend: str | None, gpu_form: bool | None
+def prepare_rows(named: dict[str, Any], backend: str | None, gpu_form: bool | None
           ) -> tuple[Ctx, dict, int, int, dict[str, Any]]:
     ctx, arrs = prepare(named, backend)
     if gpu_form is not None:
@@ -405,38 +355,12 @@ def _row_reduce_checked(op: tuple[str, bool | None], inputs: tuple[Any, ...], ba
     name, gpu_form = op
     kind = name[4:]  # "row_sum" -> "sum"
     (x,) = inputs
-    ctx, arrs, rows, _, kw = _prep({"x": x}, backend, gpu_form)
+    ctx, arrs, rows, _, kw = prepare_rows({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     out = ctx.empty(rows, t)
     if rows:
         prog = row_program(kind, t, **kw) if kind in ROW_KINDS else logsumexp_program(t, **kw)
         ctx.run(prog, {"x": arrs["x"].data, "out": out}, rows)
-    return ctx.result(out, (rows,))
-
-
-def row_argmax(x: Any, al: Along, backend: str | None) -> Any:
-    """The column of each row's first maximum along ``al``'s axes (vyre.ops.argmax with an axis):
-    int64 for numpy callers, uint32 on the device (as the whole-array index)."""
-    r = planned(("row_argmax", None), (to_rows(x, al),), backend, _row_argmax_checked)
-    if isinstance(r, np.ndarray):
-        r = r.astype(np.int64)
-    return per_row(r, al)
-
-
-def _row_argmax(x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
-    """row_argmax of a 2-D array in a forced program form (tests): the u32 indices as they are."""
-    return planned(("row_argmax", gpu_form), (x,), backend, _row_argmax_checked)
-
-
-def _row_argmax_checked(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
-    _, gpu_form = op
-    (x,) = inputs
-    ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, gpu_form)
-    if rows and not cols:
-        raise OpsError("argmax along an axis of length 0 has no answer. Fix: check that the axis is not empty")
-    out = ctx.empty(rows, U32)
-    if rows:
-        ctx.run(row_argmax_program(arrs["x"].dtype, **kw), {"x": arrs["x"].data, "idx": out}, rows)
     return ctx.result(out, (rows,))
 
 
@@ -492,7 +416,7 @@ def softmax(x: Any, axis: Any = -1, *, backend: str | None = None, return_lse: b
 def _softmax(op: tuple[str, bool, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
     _, return_lse, gpu_form = op
     (x,) = inputs
-    ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, gpu_form)
+    ctx, arrs, rows, cols, kw = prepare_rows({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     y, lse = ctx.empty(rows * cols, t), ctx.empty(rows, t)
     if rows:
@@ -516,7 +440,7 @@ def softmax_grad(y: Any, g: Any, axis: Any = -1, *, backend: str | None = None,
 def _softmax_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
     _, gpu_form = op
     y, g = inputs
-    ctx, arrs, rows, cols, kw = _prep({"y": y, "g": g}, backend, gpu_form)
+    ctx, arrs, rows, cols, kw = prepare_rows({"y": y, "g": g}, backend, gpu_form)
     _same_shape(arrs, ("y", "g"))
     t = arrs["y"].dtype
     dx, d = ctx.empty(rows * cols, t), ctx.empty(rows, t)
@@ -541,7 +465,7 @@ def logsumexp_grad(x: Any, lse: Any, g: Any, axis: Any = -1, *, backend: str | N
 def _logsumexp_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
     _, gpu_form = op
     x, lse, g = inputs
-    ctx, arrs, rows, cols, kw = _prep({"x": x, "lse": lse, "g": g}, backend, gpu_form)
+    ctx, arrs, rows, cols, kw = prepare_rows({"x": x, "lse": lse, "g": g}, backend, gpu_form)
     for name in ("lse", "g"):
         if arrs[name].shape not in ((rows,), (rows, 1)):  # the keepdims shape too
             raise OpsError(f"{name} has shape {arrs[name].shape}, expected ({rows},) (one per row of x). "
@@ -575,7 +499,7 @@ def layer_norm(x: Any, eps: float = 1e-5, axis: Any = -1, *, backend: str | None
 def _layer_norm(op: tuple[str, float, bool, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
     _, eps, return_stats, gpu_form = op
     (x,) = inputs
-    ctx, arrs, rows, cols, kw = _prep({"x": x}, backend, gpu_form)
+    ctx, arrs, rows, cols, kw = prepare_rows({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     y, mean, rstd = ctx.empty(rows * cols, t), ctx.empty(rows, t), ctx.empty(rows, t)
     if rows:
@@ -600,7 +524,8 @@ def layer_norm_grad(x: Any, g: Any, mean: Any, rstd: Any, axis: Any = -1, *, bac
 
 def _layer_norm_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
     _, gpu_form = op
-    ctx, arrs, rows, cols, kw = _prep(dict(zip(("x", "g", "mean", "rstd"), inputs, strict=True)), backend, gpu_form)
+    named = dict(zip(("x", "g", "mean", "rstd"), inputs, strict=True))
+    ctx, arrs, rows, cols, kw = prepare_rows(named, backend, gpu_form)
     _same_shape(arrs, ("x", "g"))
     for name in ("mean", "rstd"):
         if arrs[name].shape not in ((rows,), (rows, 1)):  # the keepdims shape too
