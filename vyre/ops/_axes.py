@@ -32,8 +32,8 @@ class Along:
     """How an array of ``shape`` reduces along ``axes`` (sorted, non-negative); the derived shapes
     are computed once (:func:`along` keeps one per shape and axis)."""
 
-    __slots__ = ("axes", "cols", "keepdims_shape", "kept", "kept_shape", "last", "order", "rows", "shape",
-                 "whole")
+    __slots__ = ("axes", "back", "cols", "keepdims_shape", "kept", "kept_shape", "last", "order", "rows",
+                 "shape", "whole")
 
     def __init__(self, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
         self.shape = shape
@@ -50,6 +50,8 @@ class Along:
         self.keepdims_shape = tuple(1 if a in axes else s for a, s in enumerate(shape))
         #: the transpose that puts the reduced axes last
         self.order = (*self.kept, *axes)
+        #: the transpose that undoes ``order``
+        self.back = tuple(sorted(range(len(shape)), key=self.order.__getitem__))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Along) and (self.shape, self.axes) == (other.shape, other.axes)
@@ -120,10 +122,9 @@ def from_rows(y: Any, al: Along) -> Any:
     moved = y.reshape(tuple(al.shape[a] for a in al.order))
     if al.last:
         return moved
-    back = tuple(np.argsort(al.order).tolist())
     if _kind(y) is Kind.TORCH:
-        return moved.permute(*back)
-    return moved.transpose(back)
+        return moved.permute(*al.back)
+    return moved.transpose(al.back)
 
 
 def per_row(r: Any, al: Along, keepdims: bool = False) -> Any:

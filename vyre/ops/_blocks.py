@@ -300,6 +300,28 @@ def workgroup_min_u32(prefix: str, value: Expr, wg: int) -> tuple[list[Node], Ex
     return nodes, var(f"{prefix}_g"), [tile]
 
 
+def kind_combine(kind: str) -> Combine:
+    """How the elements of a named reduction of the row and column forms combine (``sum``,
+    ``mean`` and ``norm`` add; ``max``, ``min`` and ``argmax`` compare)."""
+    return {"max": Combine.MAX, "min": Combine.MIN, "argmax": Combine.MAX}.get(kind, Combine.ADD)
+
+
+def kind_term(kind: str, a: DataType, x: Expr) -> Expr:
+    """What element ``x`` contributes to the named reduction, in the accumulator type ``a``."""
+    v = cast(a, x)
+    return v * v if kind == "norm" else v
+
+
+def kind_total(kind: str, total: Expr, a: DataType, count: Expr) -> Expr:
+    """The named reduction's value from its combined ``total`` of ``count`` elements (``mean``
+    divides, NaN for none as 0 / 0; ``norm`` takes the square root)."""
+    if kind == "mean":
+        return total / cast(a, count)
+    if kind == "norm":
+        return unop(UnOpKind.SQRT, total)
+    return total
+
+
 def all_of(conds: list[Expr]) -> Expr:
     """The conjunction of ``conds`` (at least one)."""
     out = conds[0]

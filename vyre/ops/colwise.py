@@ -35,13 +35,13 @@ from typing import Any
 import numpy as np
 
 from ..ir import (
-    F64, U32, DataType, Expr, Node, Program, UnOpKind, assign, buflen, cast, gid, if_, let, load, loop,
-    maximum, minimum, output, read, select, store, u32, unop, var, workgroup,
+    F64, U32, DataType, Expr, Node, Program, assign, buflen, cast, gid, if_, let, load, loop,
+    maximum, minimum, output, read, select, store, u32, var, workgroup,
 )
-from ._axes import Along
-from ._blocks import Combine, bounded_span, isnan, tree
-from ._plans import planned
 from ..driver.backends import default_backend
+from ._axes import Along
+from ._blocks import Combine, bounded_span, isnan, kind_combine, kind_term, kind_total, tree
+from ._plans import planned
 from ._runtime import Kind, OpsError, _kind, prepare
 
 __all__ = ["COL_BLOCK", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block", "columns_for",
@@ -68,28 +68,11 @@ MIN_INNER = 8
 def cpu_block(kind: str) -> int:
     """Columns per invocation of ``kind``'s CPU form (the host launches ``outer * ceil(inner /
     cpu_block(kind))`` invocations)."""
-    return COL_BLOCK if _comb(kind) is not Combine.ADD else COL_BLOCK_SUM
-
-
-def _comb(kind: str) -> Combine:
-    return {"max": Combine.MAX, "min": Combine.MIN, "argmax": Combine.MAX}.get(kind, Combine.ADD)
+    return COL_BLOCK if kind_combine(kind) is not Combine.ADD else COL_BLOCK_SUM
 
 
 def _acc(kind: str, t: DataType) -> DataType:
-    return F64 if t is DataType.F32 and _comb(kind) is Combine.ADD else t
-
-
-def _term(kind: str, a: DataType, v: Expr) -> Expr:
-    x = cast(a, v)
-    return x * x if kind == "norm" else x
-
-
-def _post(kind: str, total: Expr, a: DataType, red: Expr) -> Expr:
-    if kind == "mean":
-        return total / cast(a, red)
-    if kind == "norm":
-        return unop(UnOpKind.SQRT, total)
-    return total
+    return F64 if t is DataType.F32 and kind_combine(kind) is Combine.ADD else t
 
 
 def _take(v: Expr, best: Expr) -> Expr:
@@ -119,7 +102,7 @@ def col_program(kind: str, t: DataType, *, gpu: bool) -> Program:
 
 
 def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
-    comb = _comb(kind)
+    comb = kind_combine(kind)
     k, r = var("k"), var("r")
     lanes = "lanes"
     block = cpu_block(kind)
@@ -136,12 +119,12 @@ def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
                     store("lanes_i", k, select(var("tk"), r, load("lanes_i", k)))]
     else:
         def fold(v: Expr) -> list[Node]:
-            return [let("v", _term(kind, a, v)), store(lanes, k, comb.step(load(lanes, k), var("v")))]
+            return [let("v", kind_term(kind, a, v)), store(lanes, k, comb.step(load(lanes, k), var("v")))]
 
     def result(kk: Expr) -> Expr:
         if kind == "argmax":
             return load("lanes_i", kk)
-        return cast(t, _post(kind, load(lanes, kk), a, var("red")))
+        return cast(t, kind_total(kind, load(lanes, kk), a, var("red")))
 
     def span(row: Expr, prefix: str) -> list[Node]:
         # the block's segment of a row, clipped to x (a no-op for every launched invocation; it
@@ -158,7 +141,7 @@ def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
         common: Expr = var("s0len")
         for q in range(1, nrows):
             common = minimum(common, var(f"s{q}len"))
-        terms = [_term(kind, a, load("x", var(f"s{q}lo") + k)) for q in range(nrows)]
+        terms = [kind_term(kind, a, load("x", var(f"s{q}lo") + k)) for q in range(nrows)]
         step_nodes, part = tree("rv", terms, comb)
         rows.append(loop("rq", u32(0), var("red") / u32(nrows), [
             *spans, let("sl", common),
@@ -197,7 +180,7 @@ def _gpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
     ]
     if kind == "argmax":
         inner: list[Node] = [
-            let("best", _comb(kind).identity(t)), let("bi", u32(0)),
+            let("best", kind_combine(kind).identity(t)), let("bi", u32(0)),
             loop("r", u32(0), var("red"), [
                 let("v", load("x", at(r))),
                 let("tk", _take(var("v"), var("best"))),
@@ -207,21 +190,21 @@ def _gpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
             store("out", g, var("bi")),
         ]
         return [*head, if_(g.lt(buflen("out")), inner)]
-    comb = _comb(kind)
+    comb = kind_combine(kind)
     accs = [f"a{u}" for u in range(COL_UNROLL)]
     step_nodes: list[Node] = []
     for u, name in enumerate(accs):
         rr = var("rb") + u32(u) if u else var("rb")
-        step_nodes += [let(f"v{u}", _term(kind, a, load("x", at(rr)))),
+        step_nodes += [let(f"v{u}", kind_term(kind, a, load("x", at(rr)))),
                        assign(name, comb.step(var(name), var(f"v{u}")))]
     nodes, total = tree("am", [var(n) for n in accs], comb)
     inner = [
         *(let(n, comb.identity(a)) for n in accs),
         loop("c", u32(0), var("red") / u32(COL_UNROLL), [let("rb", var("c") * u32(COL_UNROLL)), *step_nodes]),
         loop("r", (var("red") / u32(COL_UNROLL)) * u32(COL_UNROLL), var("red"), [
-            let("vt", _term(kind, a, load("x", at(r)))), assign(accs[0], comb.step(var(accs[0]), var("vt")))]),
+            let("vt", kind_term(kind, a, load("x", at(r)))), assign(accs[0], comb.step(var(accs[0]), var("vt")))]),
         *nodes,
-        store("out", g, cast(t, _post(kind, total, a, var("red")))),
+        store("out", g, cast(t, kind_total(kind, total, a, var("red")))),
     ]
     return [*head, if_(g.lt(buflen("out")), inner)]
 
@@ -231,7 +214,7 @@ def column_block(al: Along) -> tuple[int, int, int] | None:
     """``(outer, red, inner)`` when ``al``'s reduced axes are one run of consecutive axes followed
     by an inner extent of at least MIN_INNER elements; else None (the rows take it)."""
     axes = al.axes
-    if not axes or al.whole or al.last or axes != tuple(range(axes[0], axes[-1] + 1)):
+    if al.whole or al.last or axes != tuple(range(axes[0], axes[-1] + 1)):
         return None
     shape = al.shape
     outer = math.prod(shape[:axes[0]])
@@ -280,7 +263,8 @@ def _col_checked(op: tuple[str, tuple[int, int, int], bool | None], inputs: tupl
     if gpu_form is not None:
         ctx.gpu_form = gpu_form
     if arrs["x"].size != outer * red * inner:
-        raise OpsError(f"x has {arrs['x'].size} elements, expected {outer * red * inner}")  # an internal slip
+        raise OpsError(f"x has {arrs['x'].size} elements, but the block {(outer, red, inner)} holds "
+                       f"{outer * red * inner}. Fix: pass the block column_block gives for x's shape")
     if kind == "argmax" and red == 0 and outer * inner:
         raise OpsError("argmax along an axis of length 0 has no answer. Fix: check that the axis is not empty")
     t = arrs["x"].dtype

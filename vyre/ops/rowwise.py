@@ -35,7 +35,7 @@ from ..ir import (
 )
 from ..ir.expr import lit
 from ._axes import Along, along, from_rows, per_row, rows_of_stat, to_rows
-from ._blocks import Combine, workgroup_combine
+from ._blocks import Combine, kind_combine, kind_term, kind_total, workgroup_combine
 from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
 from ._plans import planned
 from ._runtime import Ctx, OpsError, prepare
@@ -150,21 +150,12 @@ def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256, resident: i
     b.buf(read("x", 0, t))
     b.buf(output("out", 1, t))
     rl = b.begin("x")
-    comb = {"max": Combine.MAX, "min": Combine.MIN}.get(kind, Combine.ADD)
+    comb = kind_combine(kind)
     a = _acc(t, b.resident) if comb is Combine.ADD else t
-
-    def term(ld: Access) -> Expr:
-        x = cast(a, ld("x"))
-        return x * x if kind == "norm" else x
-
-    nodes, part = rl.reduce("s", comb, a, term, ("x",))
+    nodes, part = rl.reduce("s", comb, a, lambda ld: kind_term(kind, a, ld("x")), ("x",))
     b.stmts += nodes
     total = b.combine("t", part, comb, a)
-    if kind == "mean":
-        total = total / cast(a, var("cols"))
-    elif kind == "norm":
-        total = unop(UnOpKind.SQRT, total)
-    b.store_stat("out", cast(t, total))
+    b.store_stat("out", cast(t, kind_total(kind, total, a, var("cols"))))
     return b.program()
 
 
