@@ -472,6 +472,29 @@ def ops():
     for axis in (0, 1, 2):  # torch.argmax's NaN and tie rule is numpy's
         if not torch.equal(vo.argmax(t3, axis).long(), torch.argmax(t3, axis)):
             bad.append(f"argmax along axis {axis}")
+    # the tiled column form (vyre/ops/colwise.py) over shapes of one, two and three passes, tails
+    # of tiles and splits, f32 and f64, NaN: against PyTorch in float64
+    for shape, axis in [((4097, 33), 0), ((100003, 16), 0), ((7, 65537), 0), ((3, 1000, 40), 1),
+                        ((2, 3, 50, 70), (1, 2)), ((1 << 20, 8), 0)]:
+        for tdt in (torch.float32, torch.float64):
+            a = torch.randn(*shape, device="cuda", dtype=tdt)
+            a.view(-1)[a.numel() // 3] = float("nan")
+            ad = a.double()
+            ref = {"sum": ad.sum(axis), "mean": ad.mean(axis), "norm": torch.linalg.vector_norm(ad, dim=axis),
+                   "max": ad.amax(axis), "min": ad.amin(axis)}
+            for kind, want in ref.items():
+                got = getattr(vo, kind)(a, axis).double()
+                tol = 1e-5 if tdt is torch.float32 else 1e-12
+                if not torch.allclose(got, want, rtol=tol, atol=tol * (1 + shape[0]), equal_nan=True):
+                    bad.append(f"{kind} along {axis} of {shape} {tdt}")
+            if isinstance(axis, int) and not torch.equal(vo.argmax(a, axis).long(), torch.argmax(a, axis)):
+                bad.append(f"argmax along {axis} of {shape} {tdt}")
+            b = a.clone()
+            b.view(-1)[a.numel() // 3] = 0.0
+            b = torch.round(b * 2)  # ties
+            if isinstance(axis, int) and not torch.equal(vo.argmax(b, axis).long(), torch.argmax(b, axis)):
+                bad.append(f"argmax ties along {axis} of {shape} {tdt}")
+            del a, ad, b
     mm, vv = cp.random.standard_normal((1000, 777)), cp.random.standard_normal(777)
     if float(cp.max(cp.abs(vo.matvec(mm, vv) - mm @ vv))) > 1e-9:
         bad.append("matvec 1000x777")
@@ -571,6 +594,17 @@ def ops():
         "torch.argmax(-1)", float((vo.argmax(tx, -1).long() != tx.argmax(-1)).sum()))
     row("sum(a, 1) 64x4096x64", timed(lambda: vo.sum(t3b, 1)), timed(lambda: t3b.sum(1)), "torch.sum(1)",
         rel(cp.asarray(vo.sum(t3b, 1)), cp.asarray(t3b.double().sum(1))))
+    cx = cp.asarray(tx)
+    row("sum(a, 0) 4096x4096 CuPy", timed(lambda: vo.sum(cx, 0)), timed(lambda: cx.sum(0)), "cupy.sum(0)",
+        rel(vo.sum(cx, 0), cx.astype(cp.float64).sum(0)))
+    for shape in [(65536, 256), (262144, 16), (256, 65536)]:
+        ts = torch.randn(*shape, device="cuda")
+        label = "x".join(map(str, shape))
+        # (default arguments: the GPU-time pass after the table calls these again)
+        row(f"sum(a, 0) {label}", timed(lambda ts=ts: vo.sum(ts, 0)), timed(lambda ts=ts: ts.sum(0)),
+            "torch.sum(0)", rel(cp.asarray(vo.sum(ts, 0)), cp.asarray(ts.double().sum(0))))
+        row(f"argmax(a, 0) {label}", timed(lambda ts=ts: vo.argmax(ts, 0)), timed(lambda ts=ts: ts.argmax(0)),
+            "torch.argmax(0)", float((vo.argmax(ts, 0).long() != ts.argmax(0)).sum()))
 
     # value and gradient: vyre's forward + gradient program against PyTorch's forward + backward
     def vg_softmax():

@@ -300,6 +300,19 @@ def workgroup_min_u32(prefix: str, value: Expr, wg: int) -> tuple[list[Node], Ex
     return nodes, var(f"{prefix}_g"), [tile]
 
 
+#: an index that names no element (an empty row's argmax; the identity of :func:`beats`)
+NO_INDEX = 0xFFFFFFFF
+
+
+def beats(v: Expr, i: Expr, m: Expr, mi: Expr) -> Expr:
+    """argmax's rule: does candidate ``(v, i)`` (a value and its index) beat ``(m, mi)``? NaN beats
+    everything but an earlier NaN; among equal values the lower index wins, so the result does not
+    depend on the order candidates are visited in."""
+    earlier = i.lt(mi)
+    return (isnan(m).not_().and_(isnan(v).or_(v.gt(m)).or_(v.eq(m).and_(earlier)))
+            .or_(isnan(m).and_(isnan(v)).and_(earlier)))
+
+
 def kind_combine(kind: str) -> Combine:
     """How the elements of a named reduction of the row and column forms combine (``sum``,
     ``mean`` and ``norm`` add; ``max``, ``min`` and ``argmax`` compare)."""

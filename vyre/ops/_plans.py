@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from ..driver.backends import default_backend, default_is_cpu, simulator_enabled
-from ..ir import DataType, Program
+from ..ir import BufferAccess, DataType, Program
 from ..driver.devices import current_ordinal, on_device
 from ..driver.fast_launch import CAPTURE, torch_stream
 from ._launch import CpuCall, DeviceLaunch, cpu_call, device_launch, device_of, launch
@@ -205,12 +205,13 @@ class DevicePlan:
     the op's way. What it skips is the op's Python: checking and classifying every array, planning
     passes and workgroups, and per pass the launch's own lookups."""
 
-    __slots__ = ("allocs", "answers", "backend", "ctx", "device", "kind", "launches", "pointer", "runs", "single",
-                 "torch")
+    __slots__ = ("allocs", "answers", "backend", "carriers", "ctx", "device", "kind", "launches", "pointer", "runs",
+                 "single", "torch")
 
     def __init__(self, backend: str, like: Any,
                  runs: tuple[tuple[Program, int, tuple[str, ...], tuple[int, ...], tuple[int, ...]], ...],
-                 allocs: tuple[tuple[int, DataType], ...], answers: tuple[Answer, ...], single: bool) -> None:
+                 allocs: tuple[tuple[int, DataType], ...], answers: tuple[Answer, ...], single: bool,
+                 carriers: frozenset[int] = frozenset()) -> None:
         from ._runtime import Ctx, Kind, _kind  # (imports this module)
 
         self.ctx = Ctx
@@ -218,6 +219,9 @@ class DevicePlan:
         self.kind = _kind(like)
         self.runs = runs
         self.allocs = allocs
+        #: the allocations (by position) that only pass a length: no kernel reads or writes them,
+        #: so every call shares the ones the first call made (:meth:`run`)
+        self.carriers: dict[int, Any] = dict.fromkeys(carriers)
         self.answers = answers
         self.single = single
         self.device = device_of(like)
@@ -234,7 +238,16 @@ class DevicePlan:
 
     def run(self, inputs: list[Any]) -> Any:
         ctx = self.ctx(self.backend, self.kind, inputs[0])
-        bufs = inputs + [ctx.empty(n, t) for n, t in self.allocs]
+        carriers = self.carriers
+        if not carriers:
+            bufs = inputs + [ctx.empty(n, t) for n, t in self.allocs]
+        else:
+            made = [carriers.get(k) for k in range(len(self.allocs))]
+            bufs = inputs + [m if m is not None else ctx.empty(n, t)
+                             for m, (n, t) in zip(made, self.allocs, strict=True)]
+            for k in carriers:
+                if made[k] is None:
+                    carriers[k] = bufs[len(inputs) + k]
         launches = self.launches
         if launches is None:
             for program, grid, names, picks, _ in self.runs:
@@ -301,6 +314,16 @@ class Recorder:
         self.keep.append(obj)
         self.answers[id(obj)] = Answer(how, i, shape)
 
+    def _carriers(self, answers: list[Answer | None]) -> frozenset[int]:
+        """The allocations (by position) no pass writes and no answer is: buffers that pass a length (their
+        contents are never defined, so never read: vyre.ops.colwise's ``inner``)."""
+        written = {i for program, _, indices, sizes in self.runs
+                   for name, i in zip(sizes, indices, strict=True)
+                   if program.buffer(name).access in (BufferAccess.READ_WRITE, BufferAccess.WRITE_ONLY)}
+        kept = {a.buffer for a in answers if a is not None}
+        return frozenset(i - self.inputs for i in range(self.inputs, self.inputs + len(self.allocs))
+                         if i not in written and i not in kept)
+
     def plan(self, out: Any, like: Any) -> Plan | DevicePlan | None:
         """The plan of this record for the op's return value ``out``, or None where the record
         cannot be replayed exactly. ``like``: the call's first input (a device plan allocates on
@@ -315,7 +338,7 @@ class Recorder:
             runs = tuple((program, grid, tuple(sizes), indices, tuple(sizes.values()))
                          for program, grid, indices, sizes in self.runs)
             return DevicePlan(self.backend, like, runs, tuple(self.allocs),
-                              tuple(a for a in answers if a is not None), single)
+                              tuple(a for a in answers if a is not None), single, self._carriers(answers))
         # buffers renumbered: inputs, then scratch, then fresh (results the caller keeps)
         fresh = {a.buffer for a in answers if a is not None and a.how == RESULT}
         allocated = range(self.inputs, self.inputs + len(self.allocs))

@@ -23,12 +23,13 @@ from ..ir import (
 from ..ir.expr import lit
 from ._axes import Along, along, per_row, to_rows
 from ._blocks import (
-    SUBGROUP, Combine, all_of, bounded_span, isnan, lane_fold, nan, nan_flags, subgroup_combine, workgroup_min_u32,
+    NO_INDEX, SUBGROUP, Combine, all_of, beats, bounded_span, isnan, lane_fold, nan, nan_flags, subgroup_combine,
+    workgroup_min_u32,
 )
 from ._rows import Access
 from ._plans import planned
 from ._runtime import OpsError, prepare
-from .colwise import columns_for, reduce_columns
+from .colwise import column_block, reduce_columns
 from .rowwise import RowBuilder, prepare_rows
 from .reduce import (
     CPU_BLOCK_EXACT, CPU_LANES, CPU_PAIR, GPU_UNROLL, GPU_WG, _block_bounds, _cap, _gpu_form, _partials,
@@ -46,14 +47,6 @@ ARGMAX_SNAPSHOT_BYTES = 4096
 
 #: "no index yet" (and an empty share's index)
 _NONE = 0xFFFFFFFF
-
-
-def _better(v: Expr, i: Expr, m: Expr, mi: Expr) -> Expr:
-    """Does candidate ``(v, i)`` beat ``(m, mi)``? NaN beats everything but an earlier NaN; among
-    equal values the lower index wins, so the result does not depend on the visiting order."""
-    earlier = i.lt(mi)
-    return (isnan(m).not_().and_(isnan(v).or_(v.gt(m)).or_(v.eq(m).and_(earlier)))
-            .or_(isnan(m).and_(isnan(v)).and_(earlier)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -82,7 +75,7 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
             let("steps", (n + s - u32(1)) / s),
             loop("c", u32(0), var("steps"), [
                 let("i", var("c") * s + var("t")),
-                if_(i.lt(n).and_(_better(load("x", i), load("xi", i), var("m"), var("mi"))),
+                if_(i.lt(n).and_(beats(load("x", i), load("xi", i), var("m"), var("mi"))),
                     [assign("m", load("x", i)), assign("mi", load("xi", i))]),
             ]),
         ]
@@ -152,7 +145,7 @@ def _argmax_strided(t: DataType, n: Expr, s: Expr) -> list[Node]:
             (a, ai), (b, bi) = pairs[j], pairs[j + 1]
             name = f"p{level}_{j // 2}"
             body += [let(name, a), let(f"{name}i", ai),
-                     if_(_better(b, bi, var(name), var(f"{name}i")), [assign(name, b), assign(f"{name}i", bi)])]
+                     if_(beats(b, bi, var(name), var(f"{name}i")), [assign(name, b), assign(f"{name}i", bi)])]
             merged.append((var(name), var(f"{name}i")))
         pairs = merged
         level += 1
@@ -274,7 +267,7 @@ def argmax(x: Any, axis: Any = None, *, backend: str | None = None, deterministi
     if axis is not None:
         al = along(x, axis)
         if not al.whole:
-            block = columns_for(x, al, backend)
+            block = column_block(al)
             if block is not None:
                 return reduce_columns("argmax", x, al, block, False, backend)
             return row_argmax(x, al, backend)
@@ -320,10 +313,6 @@ def _argmax_checked(op: tuple[str, bool, bool | None], inputs: tuple[Any, ...], 
 
 # ---------------------------------------------------------------------------------------------
 # Along axes: an index per row (vyre.ops.rowwise's row programs and rows)
-
-
-#: row_argmax_program's index of an empty row
-NO_INDEX = 0xFFFFFFFF
 
 
 @functools.lru_cache(maxsize=32)

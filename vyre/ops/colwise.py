@@ -28,24 +28,27 @@ first maximum).
 
 from __future__ import annotations
 
+import builtins
 import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..ir import (
-    F64, U32, DataType, Expr, Node, Program, assign, buflen, cast, gid, if_, let, load, loop,
-    maximum, minimum, output, read, select, store, u32, var, workgroup,
+    F64, U32, DataType, Expr, Node, Program, assign, barrier, buflen, cast, gid, if_, let, lid, load, loop,
+    maximum, minimum, output, read, select, store, u32, var, wgid, workgroup,
 )
-from ..driver.backends import default_backend
 from ._axes import Along
-from ._blocks import Combine, bounded_span, isnan, kind_combine, kind_term, kind_total, tree
+from ._blocks import (
+    NO_INDEX, Combine, all_of, beats, bounded_span, isnan, kind_combine, kind_term, kind_total, tree,
+)
 from ._plans import planned
-from ._runtime import Kind, OpsError, _kind, prepare
+from ._runtime import OpsError, prepare
 
-__all__ = ["COL_BLOCK", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block", "columns_for",
-           "cpu_block", "reduce_columns"]
+__all__ = ["COL_BLOCK", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block",
+           "cpu_block", "gpu_passes", "gpu_splits", "reduce_columns", "tiled_program"]
 
 COL_KINDS = ("sum", "mean", "norm", "max", "min", "argmax")
 #: CPU form: columns per invocation (its lane array of accumulators) and rows combined per step,
@@ -56,9 +59,16 @@ COL_KINDS = ("sum", "mean", "norm", "max", "min", "argmax")
 #: prefetchers do not follow: several rows' loads per step keep more in flight.
 COL_BLOCK_SUM, COL_ROWS_SUM = 128, 4
 COL_BLOCK = 64
-#: GPU form: workgroup size, and accumulators (loads in flight) per invocation for sum/max/min
-COL_WG = 256
-COL_UNROLL = 4
+#: GPU form (:func:`tiled_program`): a workgroup is a tile of TILE_COLS consecutive columns by
+#: TILE_ROWS row slices; GPU_COL_UNROLL accumulators (loads in flight) per invocation; row splits
+#: of at least SPLIT_MIN_ROWS rows (SPLIT_MIN_ROWS / TILE_ROWS per invocation), as many as take
+#: the grid to GPU_TARGET_WORKGROUPS (about eight 256-invocation workgroups per SM of an H100),
+#: at most MAX_SPLITS (each later pass reduces the splits the same way)
+TILE_COLS, TILE_ROWS = 32, 8
+GPU_COL_UNROLL = 4
+SPLIT_MIN_ROWS = 64
+GPU_TARGET_WORKGROUPS = 1024
+MAX_SPLITS = 1024
 #: the column forms take blocks whose inner extent is at least this (CPU: a vectorised step; GPU:
 #: eight consecutive elements per load sector); narrower ones go through the rows (a transposed
 #: copy, then rows)
@@ -81,10 +91,10 @@ def _take(v: Expr, best: Expr) -> Expr:
 
 
 @functools.lru_cache(maxsize=64)
-def col_program(kind: str, t: DataType, *, gpu: bool) -> Program:
-    """``out[o * inner + i]`` = ``kind`` over ``r < red`` of ``x[(o * red + r) * inner + i]``, with
-    ``inner = len(inner)`` and ``red = len(x) / len(out)`` (module docstring). Launch ``ceil(outer
-    * ceil(inner / cpu_block(kind)))`` workgroups (CPU form) or ``ceil(len(out) / COL_WG)`` (GPU form)."""
+def col_program(kind: str, t: DataType) -> Program:
+    """The CPU form: ``out[o * inner + i]`` = ``kind`` over ``r < red`` of ``x[(o * red + r) *
+    inner + i]``, with ``inner = len(inner)`` and ``red = len(x) / len(out)`` (module docstring).
+    Launch ``outer * ceil(inner / cpu_block(kind))`` workgroups."""
     if kind not in COL_KINDS:
         raise ValueError(f"col_program kind {kind!r}; expected one of {COL_KINDS}")
     a = _acc(kind, t)
@@ -94,8 +104,6 @@ def col_program(kind: str, t: DataType, *, gpu: bool) -> Program:
         let("inner", buflen("inner")),
         let("red", buflen("x") / maximum(buflen("out"), u32(1))),
     ]
-    if gpu:
-        return Program.wrapped(bufs, COL_WG, body + _gpu_body(kind, t, a))
     lanes = workgroup("lanes", cpu_block(kind), a)
     extra = [workgroup("lanes_i", cpu_block(kind), U32)] if kind == "argmax" else []
     return Program.wrapped([*bufs, lanes, *extra], 1, body + _cpu_body(kind, t, a))
@@ -167,46 +175,161 @@ def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
     ]
 
 
-def _gpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
-    g, r = var("g"), var("r")
+@functools.lru_cache(maxsize=64)
+def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Program:
+    """One pass of the GPU form over ``x`` seen as ``(outer, red, inner)``: a workgroup of
+    ``TILE_COLS x TILE_ROWS`` invocations per (row split, outer index, tile of TILE_COLS
+    consecutive columns). Invocation ``(ty, tx)`` (``lid = ty * TILE_COLS + tx``) combines column
+    ``tx`` of the split's rows ``ty, ty + TILE_ROWS, ...`` into ``GPU_COL_UNROLL`` accumulators
+    (that many loads in flight; a subgroup reads one row's 32 consecutive elements: coalesced),
+    merges them pairwise, and the tile's row slices merge pairwise in workgroup memory.
 
-    def at(rr: Expr) -> Expr:
-        return (var("o") * var("red") + rr) * var("inner") + var("i")
-
-    head: list[Node] = [
-        let("g", gid()),
-        let("o", g / maximum(var("inner"), u32(1))),
-        let("i", g % maximum(var("inner"), u32(1))),
-    ]
-    if kind == "argmax":
-        inner: list[Node] = [
-            let("best", kind_combine(kind).identity(t)), let("bi", u32(0)),
-            loop("r", u32(0), var("red"), [
-                let("v", load("x", at(r))),
-                let("tk", _take(var("v"), var("best"))),
-                assign("best", select(var("tk"), var("v"), var("best"))),
-                assign("bi", select(var("tk"), r, var("bi"))),
-            ]),
-            store("out", g, var("bi")),
-        ]
-        return [*head, if_(g.lt(buflen("out")), inner)]
+    Lengths say the shape (a program has no scalar parameters): ``inner = len(inner)``, the row
+    splits ``S = len(splits)``, ``outer * inner = len(out) / S`` and ``red = len(x) / (outer *
+    inner)``. Without ``final`` the pass writes each split's partial at ``(s * outer + o) * inner +
+    i`` (in the accumulator type; argmax: the value, and its row in ``outi``), which the next pass
+    reads as ``(1, S, outer * inner)`` (``first`` off: the input is partials, argmax's rows in
+    ``xi``). ``mean`` divides in the first pass, ``norm`` takes its root in the final one. Launch
+    ``S * outer * ceil(inner / TILE_COLS)`` workgroups."""
+    if kind not in COL_KINDS:
+        raise ValueError(f"tiled_program kind {kind!r}; expected one of {COL_KINDS}")
+    a = _acc(kind, t)
+    arg = kind == "argmax"
     comb = kind_combine(kind)
-    accs = [f"a{u}" for u in range(COL_UNROLL)]
-    step_nodes: list[Node] = []
-    for u, name in enumerate(accs):
-        rr = var("rb") + u32(u) if u else var("rb")
-        step_nodes += [let(f"v{u}", kind_term(kind, a, load("x", at(rr)))),
-                       assign(name, comb.step(var(name), var(f"v{u}")))]
-    nodes, total = tree("am", [var(n) for n in accs], comb)
-    inner = [
-        *(let(n, comb.identity(a)) for n in accs),
-        loop("c", u32(0), var("red") / u32(COL_UNROLL), [let("rb", var("c") * u32(COL_UNROLL)), *step_nodes]),
-        loop("r", (var("red") / u32(COL_UNROLL)) * u32(COL_UNROLL), var("red"), [
-            let("vt", kind_term(kind, a, load("x", at(r)))), assign(accs[0], comb.step(var(accs[0]), var("vt")))]),
-        *nodes,
-        store("out", g, cast(t, kind_total(kind, total, a, var("red")))),
+    t_in = t if first else a
+    bufs = [read("x", 0, t_in)]
+    if arg and not first:
+        bufs.append(read("xi", len(bufs), U32))
+    out_t = U32 if arg and final else (t if final else a)
+    bufs.append(output("out", len(bufs), out_t))
+    if arg and not final:
+        bufs.append(output("outi", len(bufs), U32))
+    bufs.append(read("inner", len(bufs), U32))
+    bufs.append(read("splits", len(bufs), U32))
+    tv = workgroup("tv", TILE_COLS * TILE_ROWS, a)
+    bufs.append(tv)
+    if arg:
+        bufs.append(workgroup("ti", TILE_COLS * TILE_ROWS, U32))
+    one = u32(1)
+    w = wgid()
+    body: list[Node] = [
+        let("inner", maximum(buflen("inner"), one)),
+        let("ns", maximum(buflen("splits"), one)),
+        let("m", buflen("out") / var("ns")),
+        let("outer", var("m") / var("inner")),
+        let("red", buflen("x") / maximum(var("m"), one)),
+        let("nt", (var("inner") + u32(TILE_COLS - 1)) / u32(TILE_COLS)),
+        let("tile", w % var("nt")),
+        let("q", w / var("nt")),
+        let("o", var("q") % maximum(var("outer"), one)),
+        let("s", var("q") / maximum(var("outer"), one)),
+        let("tx", lid() % u32(TILE_COLS)),
+        let("ty", lid() / u32(TILE_COLS)),
+        let("c", var("tile") * u32(TILE_COLS) + var("tx")),
+        let("rps", (var("red") + var("ns") - one) / var("ns")),
+        let("rlo", minimum(var("s") * var("rps"), var("red"))),
+        let("span", minimum(var("rps"), var("red") - var("rlo"))),
+        # rows of this invocation: rlo + ty + TILE_ROWS * k for k < cnt
+        let("cnt", select(var("span").gt(var("ty")),
+                          (var("span") - var("ty") + u32(TILE_ROWS - 1)) / u32(TILE_ROWS), u32(0))),
+        let("live", var("c").lt(var("inner")).and_(var("s").lt(var("ns"))).and_(var("o").lt(var("outer")))),
+        let("base", (var("o") * var("red") + var("rlo") + var("ty")) * var("inner") + var("c")),
     ]
-    return [*head, if_(g.lt(buflen("out")), inner)]
+    accs = [f"a{u}" for u in range(GPU_COL_UNROLL)]
+    ident = comb.identity(a)
+    body += [let(n, ident) for n in accs]
+    if arg:
+        body += [let(f"{n}i", u32(NO_INDEX)) for n in accs]
+
+    def at(k: Expr) -> Expr:
+        return var("base") + k * u32(TILE_ROWS) * var("inner")
+
+    def visit(name: str, k: Expr, tmp: str) -> list[Node]:
+        # accumulator ``name`` takes row k of this invocation (rows visited in order per accumulator)
+        if not arg:
+            v = kind_term(kind, a, load("x", at(k))) if first else load("x", at(k))
+            return [let(tmp, v), assign(name, comb.step(var(name), var(tmp)))]
+        row = var("rlo") + var("ty") + k * u32(TILE_ROWS)
+        idx = row if first else load("xi", at(k))
+        return [let(tmp, load("x", at(k))), let(f"{tmp}i", idx),
+                if_(_take(var(tmp), var(name)), [assign(name, var(tmp)), assign(f"{name}i", var(f"{tmp}i"))])]
+
+    u = GPU_COL_UNROLL
+    ks = [var("j") * u32(u) + u32(q) if q else var("j") * u32(u) for q in range(u)]
+    # one If that the whole step is in range lets the emitters drop each load's bounds check
+    step_in = all_of([at(k).lt(buflen(b)) for k in ks for b in (("x", "xi") if arg and not first else ("x",))])
+    steps = [x for q, k in enumerate(ks) for x in visit(accs[q], k, f"v{q}")]
+    body.append(if_(var("live"), [
+        loop("j", u32(0), var("cnt") / u32(u), [if_(step_in, steps)]),
+        loop("k", (var("cnt") / u32(u)) * u32(u), var("cnt"), visit(accs[0], var("k"), "vt")),
+    ]))
+    nodes, part, parti = _merge_pairs(kind, comb, [(var(n), var(f"{n}i")) for n in accs], "am")
+    body += nodes
+    body.append(store("tv", lid(), part))
+    if arg:
+        body.append(store("ti", lid(), parti))
+    body.append(barrier())
+    slices = [(load("tv", var("tx") + u32(r * TILE_COLS)), load("ti", var("tx") + u32(r * TILE_COLS)) if arg else None)
+              for r in range(TILE_ROWS)]
+    nodes, total, totali = _merge_pairs(kind, comb, slices, "sl")
+    row = var("o") if final else var("s") * var("outer") + var("o")  # of the output seen as (rows, inner)
+    spot = row * var("inner") + var("c")
+    if arg:
+        writes = [store("out", spot, totali)] if final else [store("out", spot, total), store("outi", spot, totali)]
+    else:
+        value = total
+        if (kind == "mean" and first) or (kind == "norm" and final):
+            value = kind_total(kind, total, a, var("red"))  # mean divides once, norm's root at the end
+        writes = [store("out", spot, cast(t, value) if final else value)]
+    body.append(if_(var("ty").eq(u32(0)).and_(var("live")), [*nodes, *writes]))
+    return Program.wrapped(bufs, TILE_COLS * TILE_ROWS, body)
+
+
+def _merge_pairs(kind: str, comb: Combine, values: Sequence[tuple[Expr, Expr | None]], prefix: str
+                 ) -> tuple[list[Node], Expr, Expr]:
+    """Pairwise merge of accumulators (argmax: with their rows), the fixed order of :func:`tree`."""
+    if kind != "argmax":
+        merged, total = tree(prefix, [v for v, _ in values], comb)
+        return merged, total, u32(0)
+    nodes: list[Node] = []
+    pairs: list[tuple[Expr, Expr]] = []
+    for n, (v, i) in enumerate(values):
+        assert i is not None
+        nodes += [let(f"{prefix}_{n}", v), let(f"{prefix}_{n}i", i)]
+        pairs.append((var(f"{prefix}_{n}"), var(f"{prefix}_{n}i")))
+    level = 0
+    while len(pairs) > 1:
+        nxt: list[tuple[Expr, Expr]] = []
+        for n in range(0, len(pairs) - 1, 2):
+            (m, mi), (v, i) = pairs[n], pairs[n + 1]
+            name = f"{prefix}_l{level}_{n // 2}"
+            nodes += [let(f"{name}t", beats(v, i, m, mi)),
+                      let(name, select(var(f"{name}t"), v, m)), let(f"{name}i", select(var(f"{name}t"), i, mi))]
+            nxt.append((var(name), var(f"{name}i")))
+        if len(pairs) % 2:
+            nxt.append(pairs[-1])
+        pairs, level = nxt, level + 1
+    (m, mi), = pairs
+    return nodes, m, mi
+
+
+def gpu_splits(outer: int, red: int, inner: int, min_rows: int = SPLIT_MIN_ROWS) -> int:
+    """Row splits of a pass of the GPU form over ``(outer, red, inner)``: enough workgroups to
+    fill a GPU (GPU_TARGET_WORKGROUPS, a count fixed by the shape alone, so the bits do not depend
+    on the device), each split at least ``min_rows`` rows."""
+    tiles = builtins.max(1, outer * -(-inner // TILE_COLS))
+    want = -(-GPU_TARGET_WORKGROUPS // tiles)
+    return builtins.max(1, builtins.min(want, -(-red // min_rows), MAX_SPLITS))
+
+
+def gpu_passes(outer: int, red: int, inner: int, min_rows: int = SPLIT_MIN_ROWS) -> list[tuple[int, int, int, int]]:
+    """The passes of the GPU form: per pass ``(outer, red, inner, splits)``; the last has one
+    split. Each later pass reads the last one's partials as ``(1, splits, outer * inner)``."""
+    out = [(outer, red, inner, gpu_splits(outer, red, inner, min_rows))]
+    while out[-1][3] > 1:
+        o, _, i, s = out[-1]
+        out.append((1, s, o * i, gpu_splits(1, s, o * i, min_rows)))
+    return out
 
 
 @functools.lru_cache(maxsize=1024)
@@ -223,21 +346,6 @@ def column_block(al: Along) -> tuple[int, int, int] | None:
     return (outer, red, inner) if inner >= MIN_INNER else None
 
 
-def columns_for(x: Any, al: Along, backend: str | None) -> tuple[int, int, int] | None:
-    """:func:`column_block` where the column forms are the better way: on the host backends (the
-    CPU form beats a transposed copy there: BENCHMARKS.md), and on the GPU only for arrays that have
-    no transpose (numba's device arrays); CuPy arrays and CUDA tensors on the GPU take the rows (the
-    GPU form has one invocation per output, too few where the kept extent is small: on an H200
-    ``sum(a, 0)`` of 4096x4096 f32 ran at 0.15x ``torch.sum(a, 0)``)."""
-    block = column_block(al)
-    if block is None:
-        return None
-    if type(x) is np.ndarray:
-        host = backend in ("cpu", "interp") or (backend is None and default_backend() in ("cpu", "interp"))
-        return block if host else None
-    return block if _kind(x) is Kind.DEVICE else None
-
-
 def reduce_columns(kind: str, x: Any, al: Along, block: tuple[int, int, int], keepdims: bool,
                    backend: str | None) -> Any:
     """``kind`` of ``x`` along ``al``'s axes through the column forms (``block``: what
@@ -249,15 +357,15 @@ def reduce_columns(kind: str, x: Any, al: Along, block: tuple[int, int, int], ke
 
 
 def _columns(kind: str, x: Any, block: tuple[int, int, int], backend: str | None,
-             gpu_form: bool | None = None) -> Any:
+             gpu_form: bool | None = None, split_rows: int | None = None) -> Any:
     """The flat result of ``kind`` over ``x`` seen as ``block`` (``gpu_form``: force a program form,
-    for tests; argmax's indices as u32)."""
-    return planned(("col_" + kind, block, gpu_form), (x,), backend, _col_checked)
+    ``split_rows``: the GPU form's least rows per split; for tests; argmax's indices as u32)."""
+    return planned(("col_" + kind, block, gpu_form, split_rows), (x,), backend, _col_checked)
 
 
-def _col_checked(op: tuple[str, tuple[int, int, int], bool | None], inputs: tuple[Any, ...],
+def _col_checked(op: tuple[str, tuple[int, int, int], bool | None, int | None], inputs: tuple[Any, ...],
                  backend: str | None) -> Any:
-    name, (outer, red, inner), gpu_form = op
+    name, (outer, red, inner), gpu_form, split_rows = op
     kind = name[4:]
     ctx, arrs = prepare({"x": inputs[0]}, backend)
     if gpu_form is not None:
@@ -268,10 +376,25 @@ def _col_checked(op: tuple[str, tuple[int, int, int], bool | None], inputs: tupl
     if kind == "argmax" and red == 0 and outer * inner:
         raise OpsError("argmax along an axis of length 0 has no answer. Fix: check that the axis is not empty")
     t = arrs["x"].dtype
-    out = ctx.empty(outer * inner, U32 if kind == "argmax" else t)
-    if outer * inner:
-        gpu = ctx.gpu_form
-        grid = -(-outer * inner // COL_WG) if gpu else outer * -(-inner // cpu_block(kind))
+    if not outer * inner:
+        return ctx.result(ctx.empty(0, U32 if kind == "argmax" else t), (0,))
+    if not ctx.gpu_form:
+        out = ctx.empty(outer * inner, U32 if kind == "argmax" else t)
         carrier = ctx.empty(inner, U32)  # its length is the inner extent (never read)
-        ctx.run(col_program(kind, t, gpu=gpu), {"x": arrs["x"].data, "out": out, "inner": carrier}, grid)
-    return ctx.result(out, (outer * inner,))
+        ctx.run(col_program(kind, t), {"x": arrs["x"].data, "out": out, "inner": carrier},
+                outer * -(-inner // cpu_block(kind)))
+        return ctx.result(out, (outer * inner,))
+    a = _acc(kind, t)
+    ins = {"x": arrs["x"].data}
+    passes = gpu_passes(outer, red, inner, split_rows or SPLIT_MIN_ROWS)
+    for n, (o, _, i, splits) in enumerate(passes):
+        final = splits == 1
+        outs = {"out": ctx.empty(o * i * splits, (U32 if kind == "argmax" else t) if final else
+                                 (t if kind == "argmax" else a))}
+        if kind == "argmax" and not final:
+            outs["outi"] = ctx.empty(o * i * splits, U32)
+        carriers = {"inner": ctx.empty(i, U32), "splits": ctx.empty(splits, U32)}  # lengths only
+        ctx.run(tiled_program(kind, t, first=n == 0, final=final), {**ins, **outs, **carriers},
+                splits * o * -(-i // TILE_COLS))
+        ins = {"x": outs["out"], **({"xi": outs["outi"]} if "outi" in outs else {})}
+    return ctx.result(outs["out"], (outer * inner,))

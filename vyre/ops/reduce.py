@@ -39,7 +39,7 @@ from ._blocks import (
     CPU_LANES, CPU_PAIR, Combine, all_of, bounded_span, lane_reduce, tree, workgroup_combine,
 )
 from ._axes import along, whole_keepdims
-from .colwise import columns_for, reduce_columns
+from .colwise import column_block, reduce_columns
 from ._plans import planned
 from ._runtime import Arr, Ctx, OpsError, gpu_workgroups_cap, prepare
 from .rowwise import reduce_rows
@@ -389,7 +389,7 @@ def _along(keys: tuple[tuple[Reduce, Post, bool, None], tuple[Reduce, Post, bool
     if al.whole:
         value = planned(keys[bool(deterministic)], (x,), backend, _reduce_checked)
         return whole_keepdims(value, al) if keepdims else value
-    block = columns_for(x, al, backend)
+    block = column_block(al)
     if block is not None:  # the reduced axes lie before a run of kept ones: no transpose
         return reduce_columns(row_kind, x, al, block, keepdims, backend)
     return reduce_rows(row_kind, x, al, keepdims, backend)

@@ -1,0 +1,53 @@
+"""GPU tuning of the column forms (vyre/ops/colwise.py, ``tiled_program``): the tile's row slices,
+the accumulators per invocation and the row splits, against PyTorch's column reductions on the same
+card. Prints the GPU time (CUPTI, ``kernel_time``) and the host time per call of each setting.
+
+    python bench/colwise_gpu_tune.py            (device machine; bench/gpu.sh installs what it needs)
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch
+
+import vyre.ops as vo
+from gpu_bench import host_time_per_call, kernel_time
+from vyre.ops import _plans, colwise as C
+
+SHAPES = [((4096, 4096), 0), ((256, 65536), 0), ((65536, 256), 0), ((262144, 16), 0), ((64, 4096, 64), 1)]
+
+
+def main() -> None:
+    data = {s: torch.randn(*s[0], device="cuda") for s in SHAPES}
+    print("| shape, axis | op | torch GPU us | " + " | ".join(["rows", "unroll", "target", "min rows"]) +
+          " | vyre GPU us | speed | host us |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (shape, axis), a in data.items():
+        for op, ref in (("sum", lambda a=a, axis=axis: a.sum(axis)), ("argmax", lambda a=a, axis=axis: a.argmax(axis))):
+            t_ref = kernel_time(ref) * 1e6
+            for rows, unroll, target, min_rows in itertools.product((8, 16), (4, 8), (1024, 2048), (64,)):
+                C.TILE_ROWS, C.GPU_COL_UNROLL = rows, unroll
+                C.GPU_TARGET_WORKGROUPS, C.SPLIT_MIN_ROWS = target, min_rows
+                C.tiled_program.cache_clear()
+                _plans.forget()
+
+                def fn(a=a, axis=axis, op=op):
+                    return getattr(vo, op)(a, axis)
+
+                got = fn()
+                want = ref()
+                ok = (torch.equal(got.long(), want) if op == "argmax"
+                      else torch.allclose(got, want, rtol=1e-4, atol=1e-3))
+                t = kernel_time(fn) * 1e6
+                h = host_time_per_call(fn, n=500) * 1e6
+                print(f"| {shape}, {axis} | {op} | {t_ref:.1f} | {rows} | {unroll} | {target} | {min_rows} | {t:.1f} "
+                      f"| {t_ref / t:.2f}x | {h:.1f} |{'' if ok else ' WRONG'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
