@@ -31,7 +31,7 @@ def main() -> None:
         for op, ref in (("sum", lambda a=a, axis=axis: a.sum(axis)), ("argmax", lambda a=a, axis=axis: a.argmax(axis))):
             t_ref = kernel_time(ref) * 1e6
             for rows, unroll, target, min_rows in itertools.product((8, 16), (4, 8), (1024, 2048), (64,)):
-                C.TILE_ROWS, C.GPU_COL_UNROLL = rows, unroll
+                C.TILE_ROWS, C.GPU_COL_UNROLL, C.GPU_COL_UNROLL_ARGMAX = rows, unroll, unroll
                 C.GPU_TARGET_WORKGROUPS, C.SPLIT_MIN_ROWS = target, min_rows
                 C.tiled_program.cache_clear()
                 _plans.forget()

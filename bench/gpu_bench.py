@@ -473,12 +473,13 @@ def ops():
         if not torch.equal(vo.argmax(t3, axis).long(), torch.argmax(t3, axis)):
             bad.append(f"argmax along axis {axis}")
     # the tiled column form (vyre/ops/colwise.py) over shapes of one, two and three passes, tails
-    # of tiles and splits, f32 and f64, NaN: against PyTorch in float64
+    # of tiles and splits, f32 and f64, NaN, -inf: against PyTorch in float64
     for shape, axis in [((4097, 33), 0), ((100003, 16), 0), ((7, 65537), 0), ((3, 1000, 40), 1),
                         ((2, 3, 50, 70), (1, 2)), ((1 << 20, 8), 0)]:
         for tdt in (torch.float32, torch.float64):
             a = torch.randn(*shape, device="cuda", dtype=tdt)
             a.view(-1)[a.numel() // 3] = float("nan")
+            a.select(-1, 1).fill_(float("-inf"))  # a column of -inf only: argmax's answer is its first row
             ad = a.double()
             ref = {"sum": ad.sum(axis), "mean": ad.mean(axis), "norm": torch.linalg.vector_norm(ad, dim=axis),
                    "max": ad.amax(axis), "min": ad.amin(axis)}

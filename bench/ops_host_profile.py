@@ -2,7 +2,8 @@
 time per call in a tight loop beside the library's own call, then cProfile's top entries over
 many calls. Small inputs, so the launch path is all there is.
 
-    python bench/ops_host_profile.py [--times]   # --times: the per-call times only
+    python bench/ops_host_profile.py [--times | NAME ...]   # --times: the per-call times only;
+                                                            # NAME: profile only the cases it names
 """
 
 from __future__ import annotations
@@ -41,18 +42,23 @@ def profile(fn: Callable[[], Any], n: int = 3000, top: int = 25) -> str:
 def main() -> None:
     small = cp.random.standard_normal(4096, dtype=cp.float32)
     tx = torch.randn(64, 256, device="cuda")
+    cols = cp.random.standard_normal((4096, 16), dtype=cp.float32)
     m, v = cp.random.standard_normal((8, 512), dtype=cp.float32), cp.random.standard_normal(512, dtype=cp.float32)
     cases = {
         "sum (CuPy, 4096)": (lambda: vo.sum(small), lambda: cp.sum(small)),
         "softmax (torch, 4x256)": (lambda: vo.softmax(tx[:4]), lambda: torch.softmax(tx[:4], -1)),
         "matvec (CuPy, 8x512)": (lambda: vo.matvec(m, v), lambda: m @ v),
         "sum (torch, 4096)": (lambda: vo.sum(tx.view(-1)[:4096]), lambda: torch.sum(tx.view(-1)[:4096])),
+        "sum(a, 0) (torch, 64x256)": (lambda: vo.sum(tx, 0), lambda: tx.sum(0)),
+        "sum(a, 0) (CuPy, 4096x16)": (lambda: vo.sum(cols, 0), lambda: cols.sum(0)),
     }
     for name, (ours, theirs) in cases.items():
         print(f"## {name}: vyre {per_call(ours):.1f} us, library {per_call(theirs):.1f} us per call\n")
     if "--times" in sys.argv:
         return
     for name, (ours, _) in cases.items():
+        if len(sys.argv) > 1 and not any(a in name for a in sys.argv[1:]):
+            continue
         print(f"## profile: {name}\n")
         print(profile(ours))
 

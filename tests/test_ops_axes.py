@@ -265,17 +265,20 @@ def test_column_forms(kind: str, backend: str, gpu_form: bool | None, outer: int
                       data: st.DataObject) -> None:
     """Both column forms (vyre.ops.colwise: the reduced axes before a run of kept ones, no
     transpose) against numpy over axis 1 of (outer, red, inner): blocks of 64 columns and their
-    tails, the GPU form's unrolled steps and their tail, NaN, inf and ties."""
+    tails; the GPU form's tiles of 32 columns and their tails, its unrolled steps and their tail,
+    its row splits and the passes merging them; NaN, inf and ties."""
     dt = data.draw(st.sampled_from([np.float32, np.float64]))
     x = floats_array(data.draw, outer * red * inner, dt, data.draw(st.booleans())).reshape(outer, red, inner)
+    # the GPU form's row splits: one, or several (then merging passes: splits of 1-3 rows of 33)
+    split_rows = data.draw(st.sampled_from([None, 1, 2, 3])) if gpu_form else None
     if kind == "argmax":
         x = np.round(x) if np.isfinite(x).all() else x  # ties
         if red == 0:
             if outer:
                 with pytest.raises(OpsError, match="length 0"):
-                    C._columns(kind, x, (outer, red, inner), backend, gpu_form)
+                    C._columns(kind, x, (outer, red, inner), backend, gpu_form, split_rows)
             return
-    got = np.asarray(C._columns(kind, x, (outer, red, inner), backend, gpu_form)).reshape(outer, inner)
+    got = np.asarray(C._columns(kind, x, (outer, red, inner), backend, gpu_form, split_rows)).reshape(outer, inner)
     xd = x.astype(np.float64)
     with np.errstate(all="ignore"):
         if kind == "argmax":
@@ -290,6 +293,44 @@ def test_column_forms(kind: str, backend: str, gpu_form: bool | None, outer: int
             tol = (2e-6 if dt == np.float32 else 1e-13) * scale
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
             assert got.dtype == dt
+
+
+@pytest.mark.parametrize("kind", C.COL_KINDS)
+@pytest.mark.parametrize("outer, red, inner, split_rows", [(2, 33, 8, 2), (1, 70, 40, 3), (3, 9, 33, 1)])
+def test_gpu_column_form_over_several_passes(kind: str, outer: int, red: int, inner: int, split_rows: int) -> None:
+    """The GPU form's row splits and merging passes (two to six here) on the interpreter, f32 and
+    f64, with NaN, ties and a column of -inf only (argmax: its first row): mean divides once, by
+    the rows of the axis; argmax's rows come through the partials."""
+    assert len(C.gpu_passes(outer, red, inner, split_rows)) >= 2
+    rng = np.random.default_rng(red)
+    for dt in (np.float32, np.float64):
+        x = np.round(rng.standard_normal((outer, red, inner)) * 2).astype(dt)
+        x[0, red // 2, 3] = np.nan
+        x[-1, :, 5] = -np.inf
+        got = np.asarray(C._columns(kind, x, (outer, red, inner), "interp", True, split_rows)).reshape(outer, inner)
+        xd = x.astype(np.float64)
+        with np.errstate(all="ignore"):
+            want = {"sum": xd.sum(1), "mean": xd.mean(1), "norm": np.sqrt((xd * xd).sum(1)), "max": xd.max(1),
+                    "min": xd.min(1), "argmax": np.argmax(x, 1)}[kind]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5, equal_nan=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(outer=st.integers(0, 5000), red=st.integers(0, 10**7), inner=st.integers(C.MIN_INNER, 10**6),
+       min_rows=st.sampled_from([1, 2, 7, C.SPLIT_MIN_ROWS]))
+def test_gpu_column_passes(outer: int, red: int, inner: int, min_rows: int) -> None:
+    """The GPU form's passes: fixed by the shape alone (no device in it, so the bits are the same
+    on every GPU); each later pass reads the last one's partials as (1, splits, outer * inner)
+    and has fewer splits; only the last has one; at most MAX_SPLITS splits, and no more than
+    ceil(rows / min_rows) or ceil(rows / 2)."""
+    passes = C.gpu_passes(outer, red, inner, min_rows)
+    assert passes[0][:3] == (outer, red, inner)
+    assert passes[-1][3] == 1 and all(p[3] > 1 for p in passes[:-1])
+    for (o, _, i, s), nxt in zip(passes, passes[1:], strict=False):
+        assert nxt[:3] == (1, s, o * i) and nxt[3] < s
+    for _, r, _, s in passes:
+        assert 1 <= s <= min(C.MAX_SPLITS, max(1, -(-r // max(min_rows, 2))))
+    assert len(passes) <= 11
 
 
 def test_column_and_row_paths_agree() -> None:

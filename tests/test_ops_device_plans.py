@@ -22,10 +22,11 @@ import vyre
 import vyre.ops as vo
 from vyre.driver import fast_launch
 from vyre.driver.fast_launch import LaunchConfig, Launcher
-from vyre.ir import Program
+from vyre.ir import BufferAccess, Program
 from vyre.ops import _launch as LA
 from vyre.ops import _plans as P
 from vyre.ops import _runtime as RT
+from vyre.ops import colwise as C
 
 
 class _Device:
@@ -159,7 +160,10 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _cases(x: Any, y: Any, m: Any, m2: Any, v: Any, g: Any) -> dict[str, Callable[[], Any]]:
+    # along axis 0: the column form's two passes (90 rows: two row splits, then their merge)
+    c = FakeCupyArray(np.tile(x.a, 3).reshape(90, 10))
     return {
+        "sum(c, 0)": lambda: vo.sum(c, 0), "mean(c, 0)": lambda: vo.mean(c, 0), "argmax(c, 0)": lambda: vo.argmax(c, 0),
         "sum": lambda: vo.sum(x), "max": lambda: vo.max(x), "argmax": lambda: vo.argmax(x),
         "dot": lambda: vo.dot(x, y), "norm": lambda: vo.norm(x),
         "row_sum": lambda: vo.row_sum(m), "softmax+lse": lambda: vo.softmax(m, return_lse=True),
@@ -190,6 +194,27 @@ def test_device_calls_replay_the_first_calls_bits_into_new_arrays(fake_gpu: str,
     assert kinds == {P.DevicePlan} and len(P._plans) == len(_cases(x, y, m, m2, v, g))
     if fake_gpu == "driver":  # every replay took the pre-packed launches
         assert all(p.launches is not None for p in P._plans.values())  # type: ignore[union-attr]
+
+
+def test_length_only_buffers_are_shared_by_a_plans_calls(fake_gpu: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column reduction passes its shape as the lengths of buffers no kernel reads or writes
+    (vyre.ops.colwise): a device plan allocates those once and every call shares them, while
+    everything a pass writes is new per call."""
+    monkeypatch.setattr(C, "SPLIT_MIN_ROWS", 8)  # 40 rows in splits of 8: two passes
+    x = FakeCupyArray(np.round(np.random.default_rng(5).standard_normal((40, 12)) * 2).astype(np.float32))
+    want = np.argmax(x.a, 0)
+    for _ in range(3):
+        np.testing.assert_array_equal(_host(vo.argmax(x, 0)).astype(np.int64), want)
+    (plan,) = P._plans.values()
+    assert isinstance(plan, P.DevicePlan) and len(plan.runs) == 2
+    written = {i for program, _, names, picks, _ in plan.runs for name, i in zip(names, picks, strict=True)
+               if program.buffer(name).access is not BufferAccess.READ_ONLY}
+    allocated = set(range(1, 1 + len(plan.allocs)))
+    assert {1 + k for k in plan.carriers} == allocated - written  # the four length carriers
+    assert len(plan.carriers) == 4 and all(b is not None for b in plan.carriers.values())
+    before = dict(plan.carriers)
+    vo.argmax(x, 0)
+    assert plan.carriers == before
 
 
 def test_a_replay_runs_no_check_and_no_op_code(fake_gpu: None, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -65,7 +65,7 @@ COL_BLOCK = 64
 #: the grid to GPU_TARGET_WORKGROUPS (about eight 256-invocation workgroups per SM of an H100),
 #: at most MAX_SPLITS (each later pass reduces the splits the same way)
 TILE_COLS, TILE_ROWS = 32, 8
-GPU_COL_UNROLL = 4
+GPU_COL_UNROLL, GPU_COL_UNROLL_ARGMAX = 8, 4
 SPLIT_MIN_ROWS = 64
 GPU_TARGET_WORKGROUPS = 1024
 MAX_SPLITS = 1024
@@ -235,7 +235,8 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Progra
         let("live", var("c").lt(var("inner")).and_(var("s").lt(var("ns"))).and_(var("o").lt(var("outer")))),
         let("base", (var("o") * var("red") + var("rlo") + var("ty")) * var("inner") + var("c")),
     ]
-    accs = [f"a{u}" for u in range(GPU_COL_UNROLL)]
+    u = GPU_COL_UNROLL_ARGMAX if arg else GPU_COL_UNROLL
+    accs = [f"a{q}" for q in range(u)]
     ident = comb.identity(a)
     body += [let(n, ident) for n in accs]
     if arg:
@@ -251,10 +252,11 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Progra
             return [let(tmp, v), assign(name, comb.step(var(name), var(tmp)))]
         row = var("rlo") + var("ty") + k * u32(TILE_ROWS)
         idx = row if first else load("xi", at(k))
+        # the first row visited is always taken (an all -inf column's answer is its first row)
+        take = _take(var(tmp), var(name)).or_(var(f"{name}i").eq(u32(NO_INDEX)))
         return [let(tmp, load("x", at(k))), let(f"{tmp}i", idx),
-                if_(_take(var(tmp), var(name)), [assign(name, var(tmp)), assign(f"{name}i", var(f"{tmp}i"))])]
+                if_(take, [assign(name, var(tmp)), assign(f"{name}i", var(f"{tmp}i"))])]
 
-    u = GPU_COL_UNROLL
     ks = [var("j") * u32(u) + u32(q) if q else var("j") * u32(u) for q in range(u)]
     # one If that the whole step is in range lets the emitters drop each load's bounds check
     step_in = all_of([at(k).lt(buflen(b)) for k in ks for b in (("x", "xi") if arg and not first else ("x",))])
@@ -316,10 +318,11 @@ def _merge_pairs(kind: str, comb: Combine, values: Sequence[tuple[Expr, Expr | N
 def gpu_splits(outer: int, red: int, inner: int, min_rows: int = SPLIT_MIN_ROWS) -> int:
     """Row splits of a pass of the GPU form over ``(outer, red, inner)``: enough workgroups to
     fill a GPU (GPU_TARGET_WORKGROUPS, a count fixed by the shape alone, so the bits do not depend
-    on the device), each split at least ``min_rows`` rows."""
+    on the device), at most ``ceil(red / min_rows)`` of them (and at most ``ceil(red / 2)``)."""
     tiles = builtins.max(1, outer * -(-inner // TILE_COLS))
     want = -(-GPU_TARGET_WORKGROUPS // tiles)
-    return builtins.max(1, builtins.min(want, -(-red // min_rows), MAX_SPLITS))
+    # at least two rows a split, so that each merging pass has fewer splits than the last
+    return builtins.max(1, builtins.min(want, -(-red // builtins.max(min_rows, 2)), MAX_SPLITS))
 
 
 def gpu_passes(outer: int, red: int, inner: int, min_rows: int = SPLIT_MIN_ROWS) -> list[tuple[int, int, int, int]]:
