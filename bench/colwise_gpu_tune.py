@@ -19,6 +19,9 @@ import vyre.ops as vo
 from gpu_bench import host_time_per_call, kernel_time
 from vyre.ops import _plans, colwise as C
 
+#: the settings tried: row slices, accumulators, target workgroups, least rows per split (the
+#: first run also tried 16 row slices and 2048 workgroups: slower everywhere; BENCHMARKS.md)
+GRID = ((8,), (4, 8), (1024,), (64, 128))
 SHAPES = [((4096, 4096), 0), ((256, 65536), 0), ((65536, 256), 0), ((262144, 16), 0), ((64, 4096, 64), 1)]
 
 
@@ -28,9 +31,10 @@ def main() -> None:
           " | vyre GPU us | speed | host us |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for (shape, axis), a in data.items():
-        for op, ref in (("sum", lambda a=a, axis=axis: a.sum(axis)), ("argmax", lambda a=a, axis=axis: a.argmax(axis))):
+        for op, ref in (("sum", lambda a=a, axis=axis: a.sum(axis)), ("max", lambda a=a, axis=axis: a.amax(axis)),
+                        ("argmax", lambda a=a, axis=axis: a.argmax(axis))):
             t_ref = kernel_time(ref) * 1e6
-            for rows, unroll, target, min_rows in itertools.product((8, 16), (4, 8), (1024, 2048), (64,)):
+            for rows, unroll, target, min_rows in itertools.product(*GRID):
                 C.TILE_ROWS, C.GPU_COL_UNROLL, C.GPU_COL_UNROLL_ARGMAX = rows, unroll, unroll
                 C.GPU_TARGET_WORKGROUPS, C.SPLIT_MIN_ROWS = target, min_rows
                 C.tiled_program.cache_clear()

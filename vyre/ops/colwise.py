@@ -11,17 +11,18 @@ walks ``red`` with the ``inner`` consecutive elements side by side, which is how
   reductions' CPU form), and each step over ``r`` combines the block's segments of a few rows
   (``COL_ROWS_SUM`` for the sums, one for max, min and argmax) into them elementwise: a stride-1
   loop LLVM vectorises.
-* GPU form: one invocation per output element, ``red`` visited in order; consecutive invocations
-  read consecutive elements (coalesced), ``COL_UNROLL`` loads in flight for the sums, max and min
-  (one accumulator each, merged pairwise at the end). Only numba's device arrays, which have no
-  transpose, take it (:func:`columns_for`): with one invocation per output it has too little
-  parallelism where the kept extent is small, and CuPy arrays and CUDA tensors go through a
-  transposed copy and the rows instead (both well below PyTorch's column reductions on an H200:
-  BENCHMARKS.md).
+* GPU form (:func:`tiled_program`): a workgroup per tile of 32 consecutive columns and a split
+  of the rows; its 8 row slices walk the split's rows (a subgroup reads 32 consecutive elements of
+  one row: coalesced; 8 loads in flight per invocation, 4 for argmax) and merge pairwise in
+  workgroup memory. The row splits, enough to give a GPU about 1024 workgroups (a count of the
+  shape alone: the bits do not depend on the device), write partials that a later pass merges the
+  same way. Every GPU caller takes it: CuPy arrays, CUDA tensors and numba device arrays (on an
+  H200 ``sum(a, 0)`` of 4096x4096 f32 takes 1.17x PyTorch's GPU time; BENCHMARKS.md).
 
-The programs take the inner extent as the *length* of a third buffer, ``inner`` (its contents are
-never read: a program has no scalar parameters, and a length is what a replayed call keeps; the
-op allocates it uninitialised). Kinds: ``sum``, ``mean``, ``norm`` (f32 accumulated in f64),
+The programs take the inner extent as the *length* of a buffer, ``inner`` (its contents are never
+read: a program has no scalar parameters, and a length is what a replayed call keeps; the op
+allocates it uninitialised, and a device plan allocates it once for all its calls), and the GPU
+form its row splits likewise (``splits``). Kinds: ``sum``, ``mean``, ``norm`` (f32 accumulated in f64),
 ``max``, ``min`` (NaN-propagating), ``argmax`` (u32 index along ``red``: the first NaN, else the
 first maximum).
 """
