@@ -19,24 +19,25 @@ import vyre.ops as vo
 from gpu_bench import host_time_per_call, kernel_time
 from vyre.ops import _plans, colwise as C
 
-#: the settings tried: row slices, accumulators, target workgroups, least rows per split (the
-#: first run also tried 16 row slices and 2048 workgroups: slower everywhere; BENCHMARKS.md)
-GRID = ((8,), (4, 8), (1024,), (64, 128))
+#: the settings tried: row slices, accumulators, target workgroups, least rows per split, most
+#: splits (the first run also tried 16 row slices and 2048 workgroups: slower everywhere; the
+#: second 4 and 8 accumulators and 128 rows a split; BENCHMARKS.md)
+GRID = ((8,), (8,), (1024,), (64,), (64, 256, 1024))
 SHAPES = [((4096, 4096), 0), ((256, 65536), 0), ((65536, 256), 0), ((262144, 16), 0), ((64, 4096, 64), 1)]
 
 
 def main() -> None:
     data = {s: torch.randn(*s[0], device="cuda") for s in SHAPES}
-    print("| shape, axis | op | torch GPU us | " + " | ".join(["rows", "unroll", "target", "min rows"]) +
+    print("| shape, axis | op | torch GPU us | " + " | ".join(["rows", "unroll", "target", "min rows", "max splits"]) +
           " | vyre GPU us | speed | host us |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (shape, axis), a in data.items():
         for op, ref in (("sum", lambda a=a, axis=axis: a.sum(axis)), ("max", lambda a=a, axis=axis: a.amax(axis)),
                         ("argmax", lambda a=a, axis=axis: a.argmax(axis))):
             t_ref = kernel_time(ref) * 1e6
-            for rows, unroll, target, min_rows in itertools.product(*GRID):
-                C.TILE_ROWS, C.GPU_COL_UNROLL, C.GPU_COL_UNROLL_ARGMAX = rows, unroll, unroll
-                C.GPU_TARGET_WORKGROUPS, C.SPLIT_MIN_ROWS = target, min_rows
+            for rows, unroll, target, min_rows, most in itertools.product(*GRID):
+                C.TILE_ROWS, C.GPU_COL_UNROLL = rows, unroll
+                C.GPU_TARGET_WORKGROUPS, C.SPLIT_MIN_ROWS, C.MAX_SPLITS = target, min_rows, most
                 C.tiled_program.cache_clear()
                 _plans.forget()
 
@@ -49,7 +50,8 @@ def main() -> None:
                       else torch.allclose(got, want, rtol=1e-4, atol=1e-3))
                 t = kernel_time(fn) * 1e6
                 h = host_time_per_call(fn, n=500) * 1e6
-                print(f"| {shape}, {axis} | {op} | {t_ref:.1f} | {rows} | {unroll} | {target} | {min_rows} | {t:.1f} "
+                print(f"| {shape}, {axis} | {op} | {t_ref:.1f} | {rows} | {unroll} | {target} | {min_rows} | {most} "
+                      f"| {t:.1f} "
                       f"| {t_ref / t:.2f}x | {h:.1f} |{'' if ok else ' WRONG'}", flush=True)
 
 

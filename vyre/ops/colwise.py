@@ -64,12 +64,13 @@ COL_BLOCK = 64
 #: TILE_ROWS row slices; GPU_COL_UNROLL accumulators (loads in flight) per invocation; row splits
 #: of at least SPLIT_MIN_ROWS rows (SPLIT_MIN_ROWS / TILE_ROWS per invocation), as many as take
 #: the grid to GPU_TARGET_WORKGROUPS (about eight 256-invocation workgroups per SM of an H100),
-#: at most MAX_SPLITS (each later pass reduces the splits the same way)
+#: at most MAX_SPLITS (one more pass merges them). Measured on an H100 and an H200
+#: (bench/colwise_gpu_tune.py, BENCHMARKS.md)
 TILE_COLS, TILE_ROWS = 32, 8
 GPU_COL_UNROLL, GPU_COL_UNROLL_ARGMAX = 8, 4
 SPLIT_MIN_ROWS = 64
 GPU_TARGET_WORKGROUPS = 1024
-MAX_SPLITS = 1024
+MAX_SPLITS = 256
 #: the column forms take blocks whose inner extent is at least this (CPU: a vectorised step; GPU:
 #: eight consecutive elements per load sector); narrower ones go through the rows (a transposed
 #: copy, then rows)
@@ -319,21 +320,19 @@ def _merge_pairs(kind: str, comb: Combine, values: Sequence[tuple[Expr, Expr | N
 def gpu_splits(outer: int, red: int, inner: int, min_rows: int = SPLIT_MIN_ROWS) -> int:
     """Row splits of a pass of the GPU form over ``(outer, red, inner)``: enough workgroups to
     fill a GPU (GPU_TARGET_WORKGROUPS, a count fixed by the shape alone, so the bits do not depend
-    on the device), at most ``ceil(red / min_rows)`` of them (and at most ``ceil(red / 2)``)."""
+    on the device), at most ``ceil(red / min_rows)`` and MAX_SPLITS of them."""
     tiles = builtins.max(1, outer * -(-inner // TILE_COLS))
     want = -(-GPU_TARGET_WORKGROUPS // tiles)
-    # at least two rows a split, so that each merging pass has fewer splits than the last
-    return builtins.max(1, builtins.min(want, -(-red // builtins.max(min_rows, 2)), MAX_SPLITS))
+    return builtins.max(1, builtins.min(want, -(-red // min_rows), MAX_SPLITS))
 
 
 def gpu_passes(outer: int, red: int, inner: int, min_rows: int = SPLIT_MIN_ROWS) -> list[tuple[int, int, int, int]]:
-    """The passes of the GPU form: per pass ``(outer, red, inner, splits)``; the last has one
-    split. Each later pass reads the last one's partials as ``(1, splits, outer * inner)``."""
-    out = [(outer, red, inner, gpu_splits(outer, red, inner, min_rows))]
-    while out[-1][3] > 1:
-        o, _, i, s = out[-1]
-        out.append((1, s, o * i, gpu_splits(1, s, o * i, min_rows)))
-    return out
+    """The passes of the GPU form, per pass ``(outer, red, inner, splits)``: the row splits (of
+    :func:`gpu_splits`), then, where there are several, one pass that merges them, reading their
+    partials as ``(1, splits, outer * inner)`` (at most MAX_SPLITS rows: a third pass would cost
+    more host time than the merge takes on the GPU)."""
+    splits = gpu_splits(outer, red, inner, min_rows)
+    return [(outer, red, inner, splits)] + ([(1, splits, outer * inner, 1)] if splits > 1 else [])
 
 
 @functools.lru_cache(maxsize=1024)
@@ -354,22 +353,23 @@ def reduce_columns(kind: str, x: Any, al: Along, block: tuple[int, int, int], ke
                    backend: str | None) -> Any:
     """``kind`` of ``x`` along ``al``'s axes through the column forms (``block``: what
     :func:`column_block` returned), shaped as the kept axes (or keepdims)."""
-    r = _columns(kind, x, block, backend)
-    if kind == "argmax" and isinstance(r, np.ndarray):
-        r = r.astype(np.int64)
-    return r.reshape(al.keepdims_shape if keepdims else al.kept_shape)
+    r = _columns(kind, x, block, backend, shape=al.keepdims_shape if keepdims else al.kept_shape)
+    return r.astype(np.int64) if kind == "argmax" and isinstance(r, np.ndarray) else r
 
 
 def _columns(kind: str, x: Any, block: tuple[int, int, int], backend: str | None,
-             gpu_form: bool | None = None, split_rows: int | None = None) -> Any:
-    """The flat result of ``kind`` over ``x`` seen as ``block`` (``gpu_form``: force a program form,
-    ``split_rows``: the GPU form's least rows per split; for tests; argmax's indices as u32)."""
-    return planned(("col_" + kind, block, gpu_form, split_rows), (x,), backend, _col_checked)
+             gpu_form: bool | None = None, split_rows: int | None = None, shape: tuple[int, ...] | None = None
+             ) -> Any:
+    """The result of ``kind`` over ``x`` seen as ``block``, flat or shaped ``shape`` (``gpu_form``:
+    force a program form, ``split_rows``: the GPU form's least rows per split; for tests;
+    argmax's indices as u32)."""
+    return planned(("col_" + kind, block, gpu_form, split_rows, shape), (x,), backend, _col_checked)
 
 
-def _col_checked(op: tuple[str, tuple[int, int, int], bool | None, int | None], inputs: tuple[Any, ...],
-                 backend: str | None) -> Any:
-    name, (outer, red, inner), gpu_form, split_rows = op
+def _col_checked(op: tuple[str, tuple[int, int, int], bool | None, int | None, tuple[int, ...] | None],
+                 inputs: tuple[Any, ...], backend: str | None) -> Any:
+    name, (outer, red, inner), gpu_form, split_rows, shape = op
+    shape = shape or (outer * inner,)
     kind = name[4:]
     ctx, arrs = prepare({"x": inputs[0]}, backend)
     if gpu_form is not None:
@@ -381,13 +381,13 @@ def _col_checked(op: tuple[str, tuple[int, int, int], bool | None, int | None], 
         raise OpsError("argmax along an axis of length 0 has no answer. Fix: check that the axis is not empty")
     t = arrs["x"].dtype
     if not outer * inner:
-        return ctx.result(ctx.empty(0, U32 if kind == "argmax" else t), (0,))
+        return ctx.result(ctx.empty(0, U32 if kind == "argmax" else t), shape)
     if not ctx.gpu_form:
         out = ctx.empty(outer * inner, U32 if kind == "argmax" else t)
         carrier = ctx.empty(inner, U32)  # its length is the inner extent (never read)
         ctx.run(col_program(kind, t), {"x": arrs["x"].data, "out": out, "inner": carrier},
                 outer * -(-inner // cpu_block(kind)))
-        return ctx.result(out, (outer * inner,))
+        return ctx.result(out, shape)
     a = _acc(kind, t)
     ins = {"x": arrs["x"].data}
     passes = gpu_passes(outer, red, inner, split_rows or SPLIT_MIN_ROWS)
@@ -401,4 +401,4 @@ def _col_checked(op: tuple[str, tuple[int, int, int], bool | None, int | None], 
         ctx.run(tiled_program(kind, t, first=n == 0, final=final), {**ins, **outs, **carriers},
                 splits * o * -(-i // TILE_COLS))
         ins = {"x": outs["out"], **({"xi": outs["outi"]} if "outi" in outs else {})}
-    return ctx.result(outs["out"], (outer * inner,))
+    return ctx.result(outs["out"], shape)
