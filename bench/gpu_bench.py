@@ -496,6 +496,14 @@ def ops():
             if isinstance(axis, int) and not torch.equal(vo.argmax(b, axis).long(), torch.argmax(b, axis)):
                 bad.append(f"argmax ties along {axis} of {shape} {tdt}")
             del a, ad, b
+    from numba import cuda as nb_cuda  # numba's device arrays take the same form (no plan: checked each call)
+
+    h = np.random.default_rng(2).standard_normal((3000, 40)).astype(np.float32)
+    h[:, 7] = -np.inf
+    dh = nb_cuda.to_device(h)
+    if not (np.allclose(vo.sum(dh, 0).copy_to_host(), h.astype(np.float64).sum(0), rtol=1e-5, equal_nan=True)
+            and np.array_equal(vo.argmax(dh, 0).copy_to_host().astype(np.int64), np.argmax(h, 0))):
+        bad.append("numba device array along axis 0")
     mm, vv = cp.random.standard_normal((1000, 777)), cp.random.standard_normal(777)
     if float(cp.max(cp.abs(vo.matvec(mm, vv) - mm @ vv))) > 1e-9:
         bad.append("matvec 1000x777")

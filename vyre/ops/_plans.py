@@ -73,7 +73,7 @@ class Plan:
     so that a call's Python is a few lines without attribute lookups:
 
     * ``"result"``: one serial call ``entry(*inputs, answer, grid, 1, 1)`` into one new array
-      that is the answer as it is (a row op, matvec);
+      that is the answer, shaped (a row op, matvec, a column reduction);
     * ``"scalar"``: one serial call ``entry(*inputs, *scratch, grid, 1, 1)`` into reused scratch,
       whose buffer's element 0 is the answer (a whole-array reduction of one block, argmax);
     * ``"general"``: every other plan (several passes, parallel passes, several answers)."""
@@ -100,9 +100,9 @@ class Plan:
         (answer,) = self.answers if self.single else (None,)
         if direct and answer is not None:
             fn, grid = steps[0][0].fn, steps[0][0].grid
-            one_result = len(self.fresh) == 1 and answer.how == RESULT and answer.shape == (self.fresh[0][0],)
+            one_result = len(self.fresh) == 1 and answer.how == RESULT and answer.buffer == n_in
             if not self.scratch and one_result:
-                return "result", _run_result(fn, grid, *self.fresh[0])
+                return "result", _run_result(fn, grid, *self.fresh[0], answer.shape)
             which = answer.buffer - n_in  # no fresh buffers: a scratch buffer
             if not self.fresh and (answer.how == SCALAR or (
                     answer.how == INDEX and self.scratch[which] == (1, np.dtype(np.uint32)))):
@@ -135,16 +135,24 @@ def _allocate(sizes: tuple[tuple[int, np.dtype], ...]) -> list[np.ndarray]:
     return [np.empty(n, dt) for n, dt in sizes]
 
 
-def _run_result(fn: Any, grid: int, n: int, dt: np.dtype) -> Callable[[list[np.ndarray]], np.ndarray]:
-    """Plan.run of a ``"result"`` plan."""
+def _run_result(fn: Any, grid: int, n: int, dt: np.dtype, shape: tuple[int, ...]
+                ) -> Callable[[list[np.ndarray]], np.ndarray]:
+    """Plan.run of a ``"result"`` plan (its answer shaped ``shape``)."""
     empty = np.empty
+    if shape == (n,):
+        def run(inputs: list[np.ndarray]) -> np.ndarray:
+            answer = empty(n, dt)
+            fn(*inputs, answer, grid, 1, 1)
+            return answer
 
-    def run(inputs: list[np.ndarray]) -> np.ndarray:
+        return run
+
+    def run_shaped(inputs: list[np.ndarray]) -> np.ndarray:
         answer = empty(n, dt)
         fn(*inputs, answer, grid, 1, 1)
-        return answer
+        return answer.reshape(shape)
 
-    return run
+    return run_shaped
 
 
 def _run_scalar(fn: Any, grid: int, spare: list[Any], scratch: tuple[tuple[int, np.dtype], ...],

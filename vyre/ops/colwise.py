@@ -276,8 +276,8 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Progra
     slices = [(load("tv", var("tx") + u32(r * TILE_COLS)), load("ti", var("tx") + u32(r * TILE_COLS)) if arg else None)
               for r in range(TILE_ROWS)]
     nodes, total, totali = _merge_pairs(kind, comb, slices, "sl")
-    row = var("o") if final else var("s") * var("outer") + var("o")  # of the output seen as (rows, inner)
-    spot = row * var("inner") + var("c")
+    out_row = var("o") if final else var("s") * var("outer") + var("o")  # of the output seen as (rows, inner)
+    spot = out_row * var("inner") + var("c")
     if arg:
         writes = [store("out", spot, totali)] if final else [store("out", spot, total), store("outi", spot, totali)]
     else:
