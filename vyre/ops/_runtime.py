@@ -318,5 +318,9 @@ def _check_same_dtype(out: Mapping[str, Arr]) -> None:
 
 def gpu_workgroups_cap() -> int:
     """Workgroups a grid-stride reduction launches at most: enough for every SM to hold several,
-    fixed (not derived from the device) so a result's bits do not depend on the GPU."""
-    return 1024
+    fixed (not derived from the device) so a result's bits do not depend on the GPU. 2048: a
+    count that is not a whole number of waves leaves some SMs a workgroup more than others, and
+    twice 1024 halves that imbalance (on an H100, 2^26 f32: `sum` 99.4 -> 93.5 us of GPU time,
+    `dot` 267 -> 220, `argmax` 113 -> 107, `max` even; 4096 and more were slower:
+    bench/deterministic_cap.py, BENCHMARKS.md)."""
+    return 2048

@@ -316,7 +316,7 @@ def _reduce_checked(op: tuple[Reduce, Post, bool, bool | None], inputs: tuple[An
 
 # ``deterministic``: every reduction is reproducible run to run (a fixed partition and order, no
 # float atomics). By default the GPU partition follows the device (one wave of workgroups), so two
-# GPU models may round differently; ``deterministic=True`` fixes it (1024 workgroups), so the bits
+# GPU models may round differently; ``deterministic=True`` fixes it (2048 workgroups), so the bits
 # depend only on the input and the program form (docs/ops.md, "Determinism").
 
 
