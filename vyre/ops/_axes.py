@@ -25,7 +25,7 @@ import numpy as np
 
 from ._runtime import Kind, OpsError, _kind
 
-__all__ = ["Along", "along", "from_rows", "per_row", "rows_of_stat", "to_rows", "whole_keepdims"]
+__all__ = ["Along", "along", "from_rows", "matrix_axis", "per_row", "rows_of_stat", "to_rows", "whole_keepdims"]
 
 
 class Along:
@@ -61,6 +61,14 @@ class Along:
 
     def __repr__(self) -> str:
         return f"Along(shape={self.shape}, axes={self.axes})"
+
+
+def matrix_axis(x: Any, axis: Any) -> int | None:
+    """0 or 1 where ``x`` is 2-D and ``axis`` an int naming one of its axes (the common call, which
+    the ops take without reading the axes: :func:`along`); else None."""
+    if type(axis) is not int or getattr(x, "ndim", 0) != 2 or not -2 <= axis <= 1:
+        return None
+    return axis % 2
 
 
 def along(x: Any, axis: Any, name: str = "x") -> Along:

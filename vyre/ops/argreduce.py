@@ -21,7 +21,7 @@ from ..ir import (
     lid, load, loop, maximum, minimum, output, read, select, store, subgroup_reduce, u32, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._axes import Along, along, per_row, to_rows
+from ._axes import Along, along, matrix_axis, per_row, to_rows
 from ._blocks import (
     NO_INDEX, SUBGROUP, Combine, all_of, beats, bounded_span, isnan, lane_fold, nan, nan_flags, subgroup_combine,
     workgroup_min_u32,
@@ -29,7 +29,7 @@ from ._blocks import (
 from ._rows import Access
 from ._plans import planned
 from ._runtime import OpsError, prepare
-from .colwise import column_block, reduce_columns
+from .colwise import MIN_INNER, column_block, reduce_columns, reduce_matrix_columns
 from .rowwise import RowBuilder, prepare_rows
 from .reduce import (
     CPU_BLOCK_EXACT, CPU_LANES, CPU_PAIR, GPU_UNROLL, GPU_WG, _block_bounds, _cap, _gpu_form, _partials,
@@ -265,6 +265,8 @@ def argmax(x: Any, axis: Any = None, *, backend: str | None = None, deterministi
     tuple's axes count as one, flattened in order, as if moved last); every axis named is the
     whole-array index."""
     if axis is not None:
+        if matrix_axis(x, axis) == 0 and x.shape[1] >= MIN_INNER:
+            return reduce_matrix_columns("argmax", x, backend)  # a matrix's columns, without reading the axes
         al = along(x, axis)
         if not al.whole:
             block = column_block(al)

@@ -49,7 +49,7 @@ from ._plans import planned
 from ._runtime import OpsError, prepare
 
 __all__ = ["COL_BLOCK", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block",
-           "cpu_block", "gpu_passes", "gpu_splits", "reduce_columns", "tiled_program"]
+           "cpu_block", "gpu_passes", "gpu_splits", "reduce_columns", "reduce_matrix_columns", "tiled_program"]
 
 COL_KINDS = ("sum", "mean", "norm", "max", "min", "argmax")
 #: CPU form: columns per invocation (its lane array of accumulators) and rows combined per step,
@@ -354,6 +354,14 @@ def reduce_columns(kind: str, x: Any, al: Along, block: tuple[int, int, int], ke
     """``kind`` of ``x`` along ``al``'s axes through the column forms (``block``: what
     :func:`column_block` returned), shaped as the kept axes (or keepdims)."""
     r = _columns(kind, x, block, backend, shape=al.keepdims_shape if keepdims else al.kept_shape)
+    return r.astype(np.int64) if kind == "argmax" and isinstance(r, np.ndarray) else r
+
+
+def reduce_matrix_columns(kind: str, x: Any, backend: str | None) -> Any:
+    """``kind`` of each column of 2-D ``x`` (at least MIN_INNER columns): :func:`reduce_columns`
+    along axis 0 of a matrix, without reading the axes (the common call: about 1 us less)."""
+    rows, cols = x.shape
+    r = _columns(kind, x, (1, rows, cols), backend, shape=(cols,))
     return r.astype(np.int64) if kind == "argmax" and isinstance(r, np.ndarray) else r
 
 

@@ -38,11 +38,11 @@ from ..ir import (
 from ._blocks import (
     CPU_LANES, CPU_PAIR, Combine, all_of, bounded_span, lane_reduce, tree, workgroup_combine,
 )
-from ._axes import along, whole_keepdims
-from .colwise import column_block, reduce_columns
+from ._axes import along, matrix_axis, whole_keepdims
+from .colwise import MIN_INNER, column_block, reduce_columns, reduce_matrix_columns
 from ._plans import planned
 from ._runtime import Arr, Ctx, OpsError, gpu_workgroups_cap, prepare
-from .rowwise import reduce_rows
+from .rowwise import reduce_matrix_rows, reduce_rows
 
 __all__ = [
     "CPU_LANES", "GPU_UNROLL", "GPU_WG", "Reduce", "dot", "full_program",
@@ -385,6 +385,12 @@ def _along(keys: tuple[tuple[Reduce, Post, bool, None], tuple[Reduce, Post, bool
     """A reduction with ``axis`` or ``keepdims``: every axis reduced is the whole-array reduction
     (its passes, ``deterministic`` as asked); otherwise one row per position of the kept axes
     (vyre.ops.rowwise: a row's order is fixed, so every result is deterministic)."""
+    m = matrix_axis(x, axis)
+    if m is not None and not keepdims:  # a matrix's rows or columns, without reading the axes
+        if m == 1:
+            return reduce_matrix_rows(row_kind, x, backend)
+        if x.shape[1] >= MIN_INNER:
+            return reduce_matrix_columns(row_kind, x, backend)
     al = along(x, axis)
     if al.whole:
         value = planned(keys[bool(deterministic)], (x,), backend, _reduce_checked)

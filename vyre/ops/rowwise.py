@@ -42,9 +42,9 @@ from ._runtime import Ctx, OpsError, prepare
 
 __all__ = [
     "ROW_KINDS", "RowBuilder", "layer_norm", "layer_norm_grad", "layer_norm_grad_program", "layer_norm_program",
-    "logsumexp", "logsumexp_grad", "logsumexp_grad_program", "logsumexp_program", "prepare_rows", "reduce_rows",
-    "row_max", "row_program", "row_sum", "row_workgroup", "softmax", "softmax_grad", "softmax_grad_program",
-    "softmax_program",
+    "logsumexp", "logsumexp_grad", "logsumexp_grad_program", "logsumexp_program", "prepare_rows",
+    "reduce_matrix_rows", "reduce_rows", "row_max", "row_program", "row_sum", "row_workgroup", "softmax",
+    "softmax_grad", "softmax_grad_program", "softmax_program",
 ]
 
 GPU_UNROLL = 8
@@ -360,6 +360,12 @@ def reduce_rows(kind: str, x: Any, al: Along, keepdims: bool, backend: str | Non
     axes (vyre.ops._axes): what ``sum(x, axis=...)`` and its kin run when some axis is kept."""
     r = planned(("row_" + kind, None), (to_rows(x, al),), backend, _row_reduce_checked)
     return per_row(r, al, keepdims)
+
+
+def reduce_matrix_rows(kind: str, x: Any, backend: str | None) -> Any:
+    """``kind`` (one of ROW_KINDS) of each row of 2-D ``x``: :func:`reduce_rows` along the last
+    axis of a matrix, without reading the axes (the common call: 1-1.5 us less)."""
+    return planned(("row_" + kind, None), (x,), backend, _row_reduce_checked)
 
 
 def _rows2d(x: Any, axis: Any) -> bool:
