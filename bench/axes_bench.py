@@ -34,6 +34,7 @@ def main() -> None:
         ("argmax(a, 0)", lambda a: vo.argmax(a, 0), lambda a: a.argmax(0)),
         ("mean(a, 0)", lambda a: vo.mean(a, 0), lambda a: a.mean(0)),
         ("argmax(a, 1)", lambda a: vo.argmax(a, 1), lambda a: a.argmax(1)),
+        ("sum(a, 1)", lambda a: vo.sum(a, 1), lambda a: a.sum(1)),
     )
     for shape in ((2048, 2048), (4096, 256), (256, 4096), (64, 64), (100000, 16), (16, 100000)):
         a = rng.standard_normal(shape).astype(np.float32)

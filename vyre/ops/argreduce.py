@@ -265,8 +265,12 @@ def argmax(x: Any, axis: Any = None, *, backend: str | None = None, deterministi
     tuple's axes count as one, flattened in order, as if moved last); every axis named is the
     whole-array index."""
     if axis is not None:
-        if matrix_axis(x, axis) == 0 and x.shape[1] >= MIN_INNER:
-            return reduce_matrix_columns("argmax", x, backend)  # a matrix's columns, without reading the axes
+        m = matrix_axis(x, axis)  # a matrix's rows or columns, without reading the axes
+        if m == 1:
+            r = planned(("row_argmax", None), (x,), backend, _row_argmax_checked)
+            return r.astype(np.int64) if isinstance(r, np.ndarray) else r
+        if m == 0 and x.shape[1] >= MIN_INNER:
+            return reduce_matrix_columns("argmax", x, backend)
         al = along(x, axis)
         if not al.whole:
             block = column_block(al)
