@@ -300,7 +300,8 @@ def workgroup_min_u32(prefix: str, value: Expr, wg: int) -> tuple[list[Node], Ex
     return nodes, var(f"{prefix}_g"), [tile]
 
 
-#: an index that names no element (an empty row's argmax; the identity of :func:`beats`)
+#: an index that names no element ("no index yet", an empty share's or row's argmax; the identity
+#: of :func:`beats`)
 NO_INDEX = 0xFFFFFFFF
 
 

@@ -45,9 +45,6 @@ __all__ = ["ARGMAX_SNAPSHOT_BYTES", "NO_INDEX", "argmax", "argmax_program", "row
 #: cost 0.1-0.3 us more at 2^12
 ARGMAX_SNAPSHOT_BYTES = 4096
 
-#: "no index yet" (and an empty share's index)
-_NONE = 0xFFFFFFFF
-
 
 @functools.lru_cache(maxsize=64)
 def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
@@ -71,7 +68,7 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
         # the partials of a first pass: their indices follow no order, every pair is compared
         i = var("i")
         body += [
-            let("m", lit(-math.inf, t)), let("mi", u32(_NONE)),
+            let("m", lit(-math.inf, t)), let("mi", u32(NO_INDEX)),
             let("steps", (n + s - u32(1)) / s),
             loop("c", u32(0), var("steps"), [
                 let("i", var("c") * s + var("t")),
@@ -93,7 +90,7 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
                                 store(ti, lid() / u32(SUBGROUP), var("w_i"))]),
         barrier(),
         let("pm", select(lane().lt(u32(nw)), tv[lane()], lit(-math.inf, t))),
-        let("pi", select(lane().lt(u32(nw)), ti[lane()], u32(_NONE))),
+        let("pi", select(lane().lt(u32(nw)), ti[lane()], u32(NO_INDEX))),
     ]
     nodes, gmax = subgroup_combine("g", var("pm"), Combine.MAX, t)
     body += [*nodes, let("gm", gmax)]
@@ -116,12 +113,12 @@ def _argmax_strided(t: DataType, n: Expr, s: Expr) -> list[Node]:
         m, mi = var(f"m{k}"), var(f"mi{k}")
         x = var(v)
         return [let(v, load("x", i)),
-                if_(isnan(m).not_().and_(isnan(x).or_(x.gt(m)).or_(mi.eq(u32(_NONE)))),
+                if_(isnan(m).not_().and_(isnan(x).or_(x.gt(m)).or_(mi.eq(u32(NO_INDEX)))),
                     [assign(m.name, x), assign(mi.name, i)])]
 
     body: list[Node] = []
     for k in range(unroll):
-        body += [let(f"m{k}", lit(-math.inf, t)), let(f"mi{k}", u32(_NONE))]
+        body += [let(f"m{k}", lit(-math.inf, t)), let(f"mi{k}", u32(NO_INDEX))]
     idx = [var("b") + s * u32(k) if k else var("b") for k in range(unroll)]
     tail = [var("tb") + s * u32(k) if k else var("tb") for k in range(unroll)]
     body += [
@@ -226,7 +223,7 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
         loop("k", u32(0), buflen(lm), [let("c", lm[k]), assign("mx", Combine.MAX.ordered_step(mx, var("c"))),
                                        assign("nf", var("nf") | lf[k])]),
         assign("mx", select(var("nf").ne(u32(0)), nan(t), mx)),
-        let("best", u32(_NONE)),
+        let("best", u32(NO_INDEX)),
         loop("k", u32(0), buflen(lm), [
             if_(select(isnan(mx), lf[k].ne(u32(0)), lm[k].eq(mx)), [
                 # the first segment whose snapshot of lane k holds the maximum (of one: that one,
@@ -252,7 +249,7 @@ def _lowest_index(prefix: str, m: Expr, mi: Expr, best: Expr) -> list[Node]:
     """``<prefix>_i``: the lowest index among lanes whose value is ``best`` (NaN matches NaN)."""
     hit = select(isnan(best), isnan(m), m.eq(best))
     return [
-        let(f"{prefix}_c", select(hit, mi, u32(_NONE))),
+        let(f"{prefix}_c", select(hit, mi, u32(NO_INDEX))),
         let(f"{prefix}_i", subgroup_reduce(BinOpKind.MIN, var(f"{prefix}_c"))),
     ]
 

@@ -34,7 +34,7 @@ from ..ir import (
     load, log, output, read, select, store, u32, unop, var, wgid,
 )
 from ..ir.expr import lit
-from ._axes import Along, along, from_rows, per_row, rows_of_stat, to_rows
+from ._axes import Along, along, from_rows, matrix_axis, per_row, rows_of_stat, to_rows
 from ._blocks import Combine, kind_combine, kind_term, kind_total, workgroup_combine
 from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
 from ._plans import planned
@@ -368,11 +368,6 @@ def reduce_matrix_rows(kind: str, x: Any, backend: str | None) -> Any:
     return planned(("row_" + kind, None), (x,), backend, _row_reduce_checked)
 
 
-def _rows2d(x: Any, axis: Any) -> bool:
-    """Is this the 2-D, last-axis call the programs take as it is (no reshaping)?"""
-    return type(axis) is int and axis in (-1, 1) and getattr(x, "ndim", 0) == 2
-
-
 def row_sum(x: Any, *, backend: str | None = None) -> Any:
     """Sum of each row of a 2-D array (0 for an empty row), f32 accumulated in f64: ``sum(x,
     axis=-1)``."""
@@ -387,7 +382,7 @@ def row_max(x: Any, *, backend: str | None = None) -> Any:
 def logsumexp(x: Any, axis: Any = -1, *, keepdims: bool = False, backend: str | None = None) -> Any:
     """``log(sum(exp(x), axis))``, stable (-inf for an empty or all -inf row). ``axis``: an int or
     a tuple of ints (the last axis by default; docs/ops.md, "Axes")."""
-    if _rows2d(x, axis) and not keepdims:
+    if matrix_axis(x, axis) == 1 and not keepdims:
         return planned(("row_lse", None), (x,), backend, _row_reduce_checked)
     al = along(x, axis)
     r = planned(("row_lse", None), (to_rows(x, al),), backend, _row_reduce_checked)
@@ -400,7 +395,7 @@ def softmax(x: Any, axis: Any = -1, *, backend: str | None = None, return_lse: b
     with ``return_lse`` also the log-sum-exp of each row (the kept axes' shape), which
     :func:`logsumexp_grad` and the gradient of a cross-entropy take."""
     op = ("softmax", return_lse, _gpu_form)
-    if _rows2d(x, axis):
+    if matrix_axis(x, axis) == 1:
         return planned(op, (x,), backend, _softmax)
     al = along(x, axis)
     out = planned(op, (to_rows(x, al),), backend, _softmax)
@@ -427,7 +422,7 @@ def softmax_grad(y: Any, g: Any, axis: Any = -1, *, backend: str | None = None,
     """The vector-Jacobian product of softmax along ``axis``: ``dx`` for the softmax output ``y``
     and cotangent ``g`` (of ``y``'s shape)."""
     op = ("softmax_grad", _gpu_form)
-    if _rows2d(y, axis):
+    if matrix_axis(y, axis) == 1:
         return planned(op, (y, g), backend, _softmax_grad)
     al = along(y, axis, "y")
     _same_shapes(al, g, "g")
@@ -452,7 +447,7 @@ def logsumexp_grad(x: Any, lse: Any, g: Any, axis: Any = -1, *, backend: str | N
     """``dx`` of ``logsumexp(x, axis)`` (whose value is ``lse``) for the per-row cotangent ``g``
     (both of the kept axes' shape, or the keepdims shape)."""
     op = ("logsumexp_grad", _gpu_form)
-    if _rows2d(x, axis):
+    if matrix_axis(x, axis) == 1:
         return planned(op, (x, lse, g), backend, _logsumexp_grad)
     al = along(x, axis)
     inputs = (to_rows(x, al), rows_of_stat(lse, al, "lse"), rows_of_stat(g, al, "g"))
@@ -483,7 +478,7 @@ def layer_norm(x: Any, eps: float = 1e-5, axis: Any = -1, *, backend: str | None
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
         raise OpsError(f"eps must be a finite float >= 0, got {eps!r}. Fix: pass e.g. eps=1e-5")
     op = ("layer_norm", float(eps), return_stats, _gpu_form)
-    if _rows2d(x, axis):
+    if matrix_axis(x, axis) == 1:
         return planned(op, (x,), backend, _layer_norm)
     al = along(x, axis)
     out = planned(op, (to_rows(x, al),), backend, _layer_norm)
@@ -511,7 +506,7 @@ def layer_norm_grad(x: Any, g: Any, mean: Any, rstd: Any, axis: Any = -1, *, bac
     """``dx`` of :func:`layer_norm` along ``axis`` for cotangent ``g``, from the statistics it
     returned."""
     op = ("layer_norm_grad", _gpu_form)
-    if _rows2d(x, axis):
+    if matrix_axis(x, axis) == 1:
         return planned(op, (x, g, mean, rstd), backend, _layer_norm_grad)
     al = along(x, axis)
     _same_shapes(al, g, "g")
