@@ -19,16 +19,22 @@ import vyre.ops as vo
 from gpu_bench import host_time_per_call, kernel_time
 from vyre.ops import _plans, colwise as C
 
-#: the settings tried: row slices, accumulators, target workgroups, least rows per split, most
-#: splits (the first run also tried 16 row slices and 2048 workgroups: slower everywhere; the
-#: second 4 and 8 accumulators and 128 rows a split; BENCHMARKS.md)
-GRID = ((8,), (8,), (1024,), (64,), (64, 256, 1024))
-SHAPES = [((4096, 4096), 0), ((256, 65536), 0), ((65536, 256), 0), ((262144, 16), 0), ((64, 4096, 64), 1)]
+#: the settings tried: the widest tile (32, or 32 for every inner extent: "fixed"), accumulators,
+#: target workgroups, least rows per split, most splits (earlier runs also tried 16 row slices
+#: and 2048 workgroups: slower everywhere; 4 and 8 accumulators, 128 rows a split, 64 and 1024
+#: splits; BENCHMARKS.md)
+GRID = (("narrow", "fixed"), (8,), (1024,), (64,), (256,))
+SHAPES = [((4096, 4096), 0), ((256, 65536), 0), ((65536, 256), 0), ((262144, 16), 0), ((64, 4096, 64), 1),
+          ((1 << 20, 8), 0), ((1 << 20, 16), 0), ((1 << 18, 40), 0)]
+
+
+NARROW = C.tile_cols
+TILE_COLS_OF = {"narrow": NARROW, "fixed": lambda inner: 32}
 
 
 def main() -> None:
     data = {s: torch.randn(*s[0], device="cuda") for s in SHAPES}
-    print("| shape, axis | op | torch GPU us | " + " | ".join(["rows", "unroll", "target", "min rows", "max splits"]) +
+    print("| shape, axis | op | torch GPU us | " + " | ".join(["tiles", "unroll", "target", "min rows", "max splits"]) +
           " | vyre GPU us | speed | host us |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (shape, axis), a in data.items():
@@ -36,7 +42,8 @@ def main() -> None:
                         ("argmax", lambda a=a, axis=axis: a.argmax(axis))):
             t_ref = kernel_time(ref) * 1e6
             for rows, unroll, target, min_rows, most in itertools.product(*GRID):
-                C.TILE_ROWS, C.GPU_COL_UNROLL = rows, unroll
+                C.tile_cols = TILE_COLS_OF[rows]
+                C.GPU_COL_UNROLL = unroll
                 C.GPU_TARGET_WORKGROUPS, C.SPLIT_MIN_ROWS, C.MAX_SPLITS = target, min_rows, most
                 C.tiled_program.cache_clear()
                 _plans.forget()

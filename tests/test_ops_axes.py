@@ -260,12 +260,12 @@ def test_row_argmax_forms(cols: int, backend: str, gpu_form: bool | None) -> Non
 @pytest.mark.parametrize("backend, gpu_form", [("cpu", None), ("interp", None), ("interp", True)])
 @settings(max_examples=8, deadline=None)
 @given(outer=st.integers(0, 3), red=st.sampled_from([0, 1, 2, 5, 33]),
-       inner=st.sampled_from([8, 9, 63, 64, 65, 130]), data=st.data())
+       inner=st.sampled_from([8, 9, 16, 17, 63, 64, 65, 130]), data=st.data())
 def test_column_forms(kind: str, backend: str, gpu_form: bool | None, outer: int, red: int, inner: int,
                       data: st.DataObject) -> None:
     """Both column forms (vyre.ops.colwise: the reduced axes before a run of kept ones, no
     transpose) against numpy over axis 1 of (outer, red, inner): blocks of 64 columns and their
-    tails; the GPU form's tiles of 32 columns and their tails, its unrolled steps and their tail,
+    tails; the GPU form's tiles of 8, 16 and 32 columns and their tails, its unrolled steps and their tail,
     its row splits and the passes merging them; NaN, inf and ties."""
     dt = data.draw(st.sampled_from([np.float32, np.float64]))
     x = floats_array(data.draw, outer * red * inner, dt, data.draw(st.booleans())).reshape(outer, red, inner)
@@ -296,7 +296,8 @@ def test_column_forms(kind: str, backend: str, gpu_form: bool | None, outer: int
 
 
 @pytest.mark.parametrize("kind", C.COL_KINDS)
-@pytest.mark.parametrize("outer, red, inner, split_rows", [(2, 33, 8, 2), (1, 70, 40, 3), (3, 9, 33, 1)])
+@pytest.mark.parametrize("outer, red, inner, split_rows", [(2, 33, 8, 2), (1, 70, 40, 3), (3, 9, 33, 1),
+                                                           (2, 40, 16, 5), (1, 20, 13, 2)])
 def test_gpu_column_form_over_several_passes(kind: str, outer: int, red: int, inner: int, split_rows: int) -> None:
     """The GPU form's row splits and the pass merging them on the interpreter, f32 and
     f64, with NaN, ties and a column of -inf only (argmax: its first row): mean divides once, by

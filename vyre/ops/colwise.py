@@ -11,13 +11,14 @@ walks ``red`` with the ``inner`` consecutive elements side by side, which is how
   reductions' CPU form), and each step over ``r`` combines the block's segments of a few rows
   (``COL_ROWS_SUM`` for the sums, one for max, min and argmax) into them elementwise: a stride-1
   loop LLVM vectorises.
-* GPU form (:func:`tiled_program`): a workgroup per tile of 32 consecutive columns and a split
-  of the rows; its 8 row slices walk the split's rows (a subgroup reads 32 consecutive elements of
-  one row: coalesced; 8 loads in flight per invocation, 4 for argmax) and merge pairwise in
-  workgroup memory. The row splits, enough to give a GPU about 1024 workgroups (a count of the
-  shape alone: the bits do not depend on the device), write partials that a later pass merges the
-  same way. Every GPU caller takes it: CuPy arrays, CUDA tensors and numba device arrays (on an
-  H200 ``sum(a, 0)`` of 4096x4096 f32 takes 1.17x PyTorch's GPU time; BENCHMARKS.md).
+* GPU form (:func:`tiled_program`): a workgroup per tile of 32 consecutive columns (16 or 8
+  where the inner extent is no wider) and a split of the rows; its 8 (16, 32) row slices walk the
+  split's rows (a subgroup reads 32 consecutive elements: coalesced; 8 loads in flight per
+  invocation, 4 for argmax) and merge pairwise in workgroup memory. The row splits, enough to give
+  a GPU about 1024 workgroups (a count of the shape alone: the bits do not depend on the device),
+  write partials that one more pass merges the same way. Every GPU caller takes it: CuPy arrays,
+  CUDA tensors and numba device arrays (BENCHMARKS.md: on an H100 ``sum(a, 0)`` of 4096x4096
+  f32 in 0.86x PyTorch's GPU time).
 
 The programs take the inner extent as the *length* of a buffer, ``inner`` (its contents are never
 read: a program has no scalar parameters, and a length is what a replayed call keeps; the op
@@ -49,7 +50,8 @@ from ._plans import planned
 from ._runtime import OpsError, prepare
 
 __all__ = ["COL_BLOCK", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block",
-           "cpu_block", "gpu_passes", "gpu_splits", "reduce_columns", "reduce_matrix_columns", "tiled_program"]
+           "cpu_block", "gpu_passes", "gpu_splits", "reduce_columns", "reduce_matrix_columns", "tile_cols",
+           "tiled_program"]
 
 COL_KINDS = ("sum", "mean", "norm", "max", "min", "argmax")
 #: CPU form: columns per invocation (its lane array of accumulators) and rows combined per step,
@@ -60,13 +62,14 @@ COL_KINDS = ("sum", "mean", "norm", "max", "min", "argmax")
 #: prefetchers do not follow: several rows' loads per step keep more in flight.
 COL_BLOCK_SUM, COL_ROWS_SUM = 128, 4
 COL_BLOCK = 64
-#: GPU form (:func:`tiled_program`): a workgroup is a tile of TILE_COLS consecutive columns by
-#: TILE_ROWS row slices; GPU_COL_UNROLL accumulators (loads in flight) per invocation; row splits
-#: of at least SPLIT_MIN_ROWS rows (SPLIT_MIN_ROWS / TILE_ROWS per invocation), as many as take
+#: GPU form (:func:`tiled_program`): a workgroup of COL_TILE_WG invocations is a tile of
+#: TILE_COLS consecutive columns (fewer for a narrower inner extent: :func:`tile_cols`) by
+#: COL_TILE_WG / TILE_COLS row slices; GPU_COL_UNROLL accumulators (loads in flight) per
+#: invocation; row splits of at least SPLIT_MIN_ROWS rows, as many as take
 #: the grid to GPU_TARGET_WORKGROUPS (about eight 256-invocation workgroups per SM of an H100),
 #: at most MAX_SPLITS (one more pass merges them). Measured on an H100 and an H200
 #: (bench/colwise_gpu_tune.py, BENCHMARKS.md)
-TILE_COLS, TILE_ROWS = 32, 8
+COL_TILE_WG, TILE_COLS = 256, 32
 GPU_COL_UNROLL, GPU_COL_UNROLL_ARGMAX = 8, 4
 SPLIT_MIN_ROWS = 64
 GPU_TARGET_WORKGROUPS = 1024
@@ -177,12 +180,19 @@ def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
     ]
 
 
+def tile_cols(inner: int) -> int:
+    """Columns of a GPU tile over an inner extent of ``inner``: 32, or 16 or 8 where the extent
+    is no wider (a subgroup then reads two or four rows' segments, still consecutive, instead of
+    leaving half or three quarters of its lanes idle)."""
+    return 8 if inner <= 8 else 16 if inner <= 16 else TILE_COLS
+
+
 @functools.lru_cache(maxsize=64)
-def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Program:
+def tiled_program(kind: str, t: DataType, *, first: bool, final: bool, cols: int = TILE_COLS) -> Program:
     """One pass of the GPU form over ``x`` seen as ``(outer, red, inner)``: a workgroup of
-    ``TILE_COLS x TILE_ROWS`` invocations per (row split, outer index, tile of TILE_COLS
-    consecutive columns). Invocation ``(ty, tx)`` (``lid = ty * TILE_COLS + tx``) combines column
-    ``tx`` of the split's rows ``ty, ty + TILE_ROWS, ...`` into ``GPU_COL_UNROLL`` accumulators
+    ``cols x rows`` invocations (``rows = COL_TILE_WG / cols``) per (row split, outer index, tile of
+    ``cols`` consecutive columns). Invocation ``(ty, tx)`` (``lid = ty * cols + tx``) combines
+    column ``tx`` of the split's rows ``ty, ty + rows, ...`` into ``GPU_COL_UNROLL`` accumulators
     (that many loads in flight; a subgroup reads one row's 32 consecutive elements: coalesced),
     merges them pairwise, and the tile's row slices merge pairwise in workgroup memory.
 
@@ -192,9 +202,12 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Progra
     i`` (in the accumulator type; argmax: the value, and its row in ``outi``), which the next pass
     reads as ``(1, S, outer * inner)`` (``first`` off: the input is partials, argmax's rows in
     ``xi``). ``mean`` divides in the first pass, ``norm`` takes its root in the final one. Launch
-    ``S * outer * ceil(inner / TILE_COLS)`` workgroups."""
+    ``S * outer * ceil(inner / cols)`` workgroups."""
     if kind not in COL_KINDS:
         raise ValueError(f"tiled_program kind {kind!r}; expected one of {COL_KINDS}")
+    if cols not in (8, 16, 32):
+        raise ValueError(f"tiled_program cols {cols}; expected 8, 16 or 32")
+    nrows = COL_TILE_WG // cols
     a = _acc(kind, t)
     arg = kind == "argmax"
     comb = kind_combine(kind)
@@ -208,10 +221,10 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Progra
         bufs.append(output("outi", len(bufs), U32))
     bufs.append(read("inner", len(bufs), U32))
     bufs.append(read("splits", len(bufs), U32))
-    tv = workgroup("tv", TILE_COLS * TILE_ROWS, a)
+    tv = workgroup("tv", COL_TILE_WG, a)
     bufs.append(tv)
     if arg:
-        bufs.append(workgroup("ti", TILE_COLS * TILE_ROWS, U32))
+        bufs.append(workgroup("ti", COL_TILE_WG, U32))
     one = u32(1)
     w = wgid()
     body: list[Node] = [
@@ -220,20 +233,20 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Progra
         let("m", buflen("out") / var("ns")),
         let("outer", var("m") / var("inner")),
         let("red", buflen("x") / maximum(var("m"), one)),
-        let("nt", (var("inner") + u32(TILE_COLS - 1)) / u32(TILE_COLS)),
+        let("nt", (var("inner") + u32(cols - 1)) / u32(cols)),
         let("tile", w % var("nt")),
         let("q", w / var("nt")),
         let("o", var("q") % maximum(var("outer"), one)),
         let("s", var("q") / maximum(var("outer"), one)),
-        let("tx", lid() % u32(TILE_COLS)),
-        let("ty", lid() / u32(TILE_COLS)),
-        let("c", var("tile") * u32(TILE_COLS) + var("tx")),
+        let("tx", lid() % u32(cols)),
+        let("ty", lid() / u32(cols)),
+        let("c", var("tile") * u32(cols) + var("tx")),
         let("rps", (var("red") + var("ns") - one) / var("ns")),
         let("rlo", minimum(var("s") * var("rps"), var("red"))),
         let("span", minimum(var("rps"), var("red") - var("rlo"))),
-        # rows of this invocation: rlo + ty + TILE_ROWS * k for k < cnt
+        # rows of this invocation: rlo + ty + nrows * k for k < cnt
         let("cnt", select(var("span").gt(var("ty")),
-                          (var("span") - var("ty") + u32(TILE_ROWS - 1)) / u32(TILE_ROWS), u32(0))),
+                          (var("span") - var("ty") + u32(nrows - 1)) / u32(nrows), u32(0))),
         let("live", var("c").lt(var("inner")).and_(var("s").lt(var("ns"))).and_(var("o").lt(var("outer")))),
         let("base", (var("o") * var("red") + var("rlo") + var("ty")) * var("inner") + var("c")),
     ]
@@ -245,14 +258,14 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Progra
         body += [let(f"{n}i", u32(NO_INDEX)) for n in accs]
 
     def at(k: Expr) -> Expr:
-        return var("base") + k * u32(TILE_ROWS) * var("inner")
+        return var("base") + k * u32(nrows) * var("inner")
 
     def visit(name: str, k: Expr, tmp: str) -> list[Node]:
         # accumulator ``name`` takes row k of this invocation (rows visited in order per accumulator)
         if not arg:
             v = kind_term(kind, a, load("x", at(k))) if first else load("x", at(k))
             return [let(tmp, v), assign(name, comb.step(var(name), var(tmp)))]
-        row = var("rlo") + var("ty") + k * u32(TILE_ROWS)
+        row = var("rlo") + var("ty") + k * u32(nrows)
         idx = row if first else load("xi", at(k))
         # the first row visited is always taken (an all -inf column's answer is its first row)
         take = _take(var(tmp), var(name)).or_(var(f"{name}i").eq(u32(NO_INDEX)))
@@ -273,8 +286,8 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Progra
     if arg:
         body.append(store("ti", lid(), parti))
     body.append(barrier())
-    slices = [(load("tv", var("tx") + u32(r * TILE_COLS)), load("ti", var("tx") + u32(r * TILE_COLS)) if arg else None)
-              for r in range(TILE_ROWS)]
+    slices = [(load("tv", var("tx") + u32(r * cols)), load("ti", var("tx") + u32(r * cols)) if arg else None)
+              for r in range(nrows)]
     nodes, total, totali = _merge_pairs(kind, comb, slices, "sl")
     out_row = var("o") if final else var("s") * var("outer") + var("o")  # of the output seen as (rows, inner)
     spot = out_row * var("inner") + var("c")
@@ -286,7 +299,7 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool) -> Progra
             value = kind_total(kind, total, a, var("red"))  # mean divides once, norm's root at the end
         writes = [store("out", spot, cast(t, value) if final else value)]
     body.append(if_(var("ty").eq(u32(0)).and_(var("live")), [*nodes, *writes]))
-    return Program.wrapped(bufs, TILE_COLS * TILE_ROWS, body)
+    return Program.wrapped(bufs, COL_TILE_WG, body)
 
 
 def _merge_pairs(kind: str, comb: Combine, values: Sequence[tuple[Expr, Expr | None]], prefix: str
@@ -321,7 +334,7 @@ def gpu_splits(outer: int, red: int, inner: int, min_rows: int = SPLIT_MIN_ROWS)
     """Row splits of a pass of the GPU form over ``(outer, red, inner)``: enough workgroups to
     fill a GPU (GPU_TARGET_WORKGROUPS, a count fixed by the shape alone, so the bits do not depend
     on the device), at most ``ceil(red / min_rows)`` and MAX_SPLITS of them."""
-    tiles = builtins.max(1, outer * -(-inner // TILE_COLS))
+    tiles = builtins.max(1, outer * -(-inner // tile_cols(inner)))
     want = -(-GPU_TARGET_WORKGROUPS // tiles)
     return builtins.max(1, builtins.min(want, -(-red // min_rows), MAX_SPLITS))
 
@@ -406,7 +419,8 @@ def _col_checked(op: tuple[str, tuple[int, int, int], bool | None, int | None, t
         if kind == "argmax" and not final:
             outs["outi"] = ctx.empty(o * i * splits, U32)
         carriers = {"inner": ctx.empty(i, U32), "splits": ctx.empty(splits, U32)}  # lengths only
-        ctx.run(tiled_program(kind, t, first=n == 0, final=final), {**ins, **outs, **carriers},
-                splits * o * -(-i // TILE_COLS))
+        w = tile_cols(i)
+        ctx.run(tiled_program(kind, t, first=n == 0, final=final, cols=w), {**ins, **outs, **carriers},
+                splits * o * -(-i // w))
         ins = {"x": outs["out"], **({"xi": outs["outi"]} if "outi" in outs else {})}
     return ctx.result(outs["out"], shape)
