@@ -152,8 +152,7 @@ class Ctx:
         if self.kind is Kind.TORCH:
             import torch
 
-            tdt = torch.float32 if dtype is DataType.F32 else torch.float64 if dtype is DataType.F64 else None
-            return torch.empty(n, dtype=tdt or getattr(torch, npd.name), device=self._like.device)
+            return torch.empty(n, dtype=torch_dtype(dtype), device=self._like.device)
         from numba import cuda
 
         where = array_device(self._like) if self.backend == "cuda" else None
@@ -171,8 +170,12 @@ class Ctx:
             self.recorder.run(program, arrays, max(1, grid))
 
     def result(self, arr: Any, shape: tuple[int, ...]) -> Any:
-        """``arr`` (flat, where the passes ran) as the caller's kind, shaped ``shape``."""
-        out = _to_host(arr).reshape(shape) if self.gpu and self.kind is Kind.NUMPY else arr.reshape(shape)
+        """``arr`` (flat, where the passes ran) as the caller's kind, shaped ``shape`` (``arr``
+        itself where it has that shape: a reshape of a tensor costs 1-2 us)."""
+        if self.gpu and self.kind is Kind.NUMPY:
+            out = _to_host(arr).reshape(shape)
+        else:
+            out = arr if arr.shape == shape else arr.reshape(shape)
         if self.recorder is not None:
             self.recorder.answer(out, arr, RESULT, shape)
         return out
@@ -198,6 +201,17 @@ class Ctx:
         if self.recorder is not None:
             self.recorder.answer(value, arr, INDEX)
         return value
+
+
+def torch_dtype(dtype: DataType) -> Any:
+    """The PyTorch dtype of a vyre element type."""
+    import torch
+
+    if dtype is DataType.F32:
+        return torch.float32
+    if dtype is DataType.F64:
+        return torch.float64
+    return getattr(torch, dtype.np_dtype.name)
 
 
 def _to_host(arr: Any) -> np.ndarray:
