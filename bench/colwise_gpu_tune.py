@@ -19,17 +19,20 @@ import vyre.ops as vo
 from gpu_bench import host_time_per_call, kernel_time
 from vyre.ops import _plans, colwise as C
 
-#: the settings tried: the widest tile (32, or 32 for every inner extent: "fixed"), accumulators,
-#: target workgroups, least rows per split, most splits (earlier runs also tried 16 row slices
-#: and 2048 workgroups: slower everywhere; 4 and 8 accumulators, 128 rows a split, 64 and 1024
-#: splits; BENCHMARKS.md)
+#: the settings tried: the tiles ("narrow": tile_cols; "fixed": 32 columns for every inner
+#: extent; "wide64"/"wide128": 64 or 128 columns where the extent allows, which needs
+#: tiled_program to accept those widths), accumulators, target workgroups, least rows per split,
+#: most splits (earlier runs also tried 16 row slices and 2048 workgroups: slower everywhere; 4
+#: and 8 accumulators, 128 rows a split, 64 and 1024 splits; BENCHMARKS.md)
 GRID = (("narrow", "fixed"), (8,), (1024,), (64,), (256,))
-SHAPES = [((4096, 4096), 0), ((256, 65536), 0), ((65536, 256), 0), ((262144, 16), 0), ((64, 4096, 64), 1),
-          ((1 << 20, 8), 0), ((1 << 20, 16), 0), ((1 << 18, 40), 0)]
+SHAPES = [((4096, 4096), 0), ((256, 65536), 0), ((65536, 256), 0), ((64, 4096, 64), 1), ((1024, 16384), 0),
+          ((64, 262144), 0)]
 
 
 NARROW = C.tile_cols
-TILE_COLS_OF = {"narrow": NARROW, "fixed": lambda inner: 32}
+TILE_COLS_OF = {"narrow": NARROW, "fixed": lambda inner: 32,
+                "wide64": lambda inner: NARROW(inner) if inner < 64 else 64,
+                "wide128": lambda inner: NARROW(inner) if inner < 128 else 128}
 
 
 def main() -> None:
