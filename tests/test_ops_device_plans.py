@@ -9,6 +9,7 @@ bench checks the same on a card with real CuPy arrays and CUDA tensors."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 import types
@@ -215,6 +216,42 @@ def test_length_only_buffers_are_shared_by_a_plans_calls(fake_gpu: str, monkeypa
     before = dict(plan.carriers)
     vo.argmax(x, 0)
     assert plan.carriers == before
+
+
+def test_cupy_replays_allocate_on_the_arrays_device(fake_gpu: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CuPy plan allocates through bound ``cupy.empty`` calls while the arrays' device is
+    current, and through the Ctx (which switches to the arrays' device) while another one is:
+    every buffer of a call lands on the arrays' device either way."""
+    cupy = sys.modules["cupy"]
+    state = {"dev": 0}
+    where: list[int] = []
+    made = cupy.empty
+
+    def empty(n: int, dtype: Any) -> FakeCupyArray:
+        where.append(state["dev"])
+        return made(n, dtype)
+
+    @contextlib.contextmanager
+    def device(d: int) -> Any:
+        before, state["dev"] = state["dev"], d
+        try:
+            yield
+        finally:
+            state["dev"] = before
+
+    monkeypatch.setattr(cupy, "empty", empty)
+    monkeypatch.setattr(cupy, "cuda", types.SimpleNamespace(
+        runtime=types.SimpleNamespace(getDevice=lambda: state["dev"]), Device=device))
+    x = FakeCupyArray(np.round(np.random.default_rng(8).standard_normal((90, 12)) * 2).astype(np.float32))
+    want = x.a.astype(np.float64).sum(0)
+    for current in (0, 0, 1, 1):  # recorded, replayed, then replayed with another device current
+        state["dev"] = current
+        where.clear()
+        np.testing.assert_allclose(_host(vo.sum(x, 0)), want, rtol=1e-6)
+        assert where and set(where) == {0}, (current, where)
+        assert state["dev"] == current
+    (plan,) = P._plans.values()
+    assert isinstance(plan, P.DevicePlan) and plan.makers is not None
 
 
 def test_a_replay_runs_no_check_and_no_op_code(fake_gpu: None, monkeypatch: pytest.MonkeyPatch) -> None:
