@@ -202,20 +202,33 @@ def test_length_only_buffers_are_shared_by_a_plans_calls(fake_gpu: str, monkeypa
     (vyre.ops.colwise): a device plan allocates those once and every call shares them, while
     everything a pass writes is new per call."""
     monkeypatch.setattr(C, "SPLIT_MIN_ROWS", 8)  # 40 rows in splits of 8: two passes
+    cupy = sys.modules["cupy"]
+    made = cupy.empty
+    allocations: list[int] = []
+
+    def empty(n: int, dtype: Any) -> FakeCupyArray:
+        allocations.append(n)
+        return made(n, dtype)
+
+    monkeypatch.setattr(cupy, "empty", empty)
     x = FakeCupyArray(np.round(np.random.default_rng(5).standard_normal((40, 12)) * 2).astype(np.float32))
     want = np.argmax(x.a, 0)
-    for _ in range(3):
+    per_call = []
+    for _ in range(4):  # recorded, then replayed: the first replay makes the carriers, later ones share them
+        allocations.clear()
         np.testing.assert_array_equal(_host(vo.argmax(x, 0)).astype(np.int64), want)
+        per_call.append(len(allocations))
     (plan,) = P._plans.values()
     assert isinstance(plan, P.DevicePlan) and len(plan.runs) == 2
     written = {i for program, _, names, picks, _ in plan.runs for name, i in zip(names, picks, strict=True)
                if program.buffer(name).access is not BufferAccess.READ_ONLY}
     allocated = set(range(1, 1 + len(plan.allocs)))
     assert {1 + k for k in plan.carriers} == allocated - written  # the four length carriers
-    assert len(plan.carriers) == 4 and all(b is not None for b in plan.carriers.values())
-    before = dict(plan.carriers)
+    assert len(plan.carriers) == 4 and all(plan.shared[k] is not None for k in plan.carriers)
+    assert per_call[1] == len(plan.allocs) and per_call[2:] == [len(plan.allocs) - 4] * 2  # only the outputs
+    before = list(plan.shared)
     vo.argmax(x, 0)
-    assert plan.carriers == before
+    assert all(a is b for a, b in zip(plan.shared, before, strict=True))
 
 
 def test_cupy_replays_allocate_on_the_arrays_device(fake_gpu: str, monkeypatch: pytest.MonkeyPatch) -> None:

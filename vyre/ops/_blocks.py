@@ -282,9 +282,14 @@ def workgroup_combine(prefix: str, value: Expr, comb: Combine, t: DataType, wg: 
     return nodes + more, total, [tile]
 
 
+#: an index that names no element ("no index yet", an empty share's or row's argmax; the identity
+#: of :func:`beats`)
+NO_INDEX = 0xFFFFFFFF
+
+
 def workgroup_min_u32(prefix: str, value: Expr, wg: int) -> tuple[list[Node], Expr, list[BufferDecl]]:
     """:func:`workgroup_combine` for u32 values under ``min`` (an index: the lowest of the
-    workgroup's, ``0xFFFFFFFF`` where none has one); every invocation gets the result."""
+    workgroup's, NO_INDEX where none has one); every invocation gets the result."""
     s = f"{prefix}_s"
     nodes: list[Node] = [let(s, subgroup_reduce(BinOpKind.MIN, value))]
     nw = wg // SUBGROUP
@@ -294,15 +299,12 @@ def workgroup_min_u32(prefix: str, value: Expr, wg: int) -> tuple[list[Node], Ex
     nodes += [
         if_(lane().eq(u32(0)), [store(tile, lid() / u32(SUBGROUP), var(s))]),
         barrier(),
-        let(f"{prefix}_part", select(lane().lt(u32(nw)), tile[lane()], u32(0xFFFFFFFF))),
+        let(f"{prefix}_part", select(lane().lt(u32(nw)), tile[lane()], u32(NO_INDEX))),
         let(f"{prefix}_g", subgroup_reduce(BinOpKind.MIN, var(f"{prefix}_part"))),
     ]
     return nodes, var(f"{prefix}_g"), [tile]
 
 
-#: an index that names no element ("no index yet", an empty share's or row's argmax; the identity
-#: of :func:`beats`)
-NO_INDEX = 0xFFFFFFFF
 
 
 def beats(v: Expr, i: Expr, m: Expr, mi: Expr) -> Expr:

@@ -215,7 +215,7 @@ class DevicePlan:
     passes and workgroups, and per pass the launch's own lookups."""
 
     __slots__ = ("allocs", "answers", "backend", "carriers", "ctx", "device", "home", "kind", "launches", "makers",
-                 "none", "pointer", "runs", "single", "torch")
+                 "pointer", "runs", "shared", "single", "torch")
 
     def __init__(self, backend: str, like: Any,
                  runs: tuple[tuple[Program, int, tuple[str, ...], tuple[int, ...], tuple[int, ...]], ...],
@@ -229,8 +229,10 @@ class DevicePlan:
         self.runs = runs
         self.allocs = allocs
         #: the allocations (by position) that only pass a length: no kernel reads or writes them,
-        #: so every call shares the ones the first call made (:meth:`run`)
-        self.carriers: dict[int, Any] = dict.fromkeys(carriers)
+        #: so every call shares the ones the first call made (``shared``)
+        self.carriers = carriers
+        #: per allocation, the buffer every call shares (a length carrier, once made), else None
+        self.shared: list[Any] = [None] * len(allocs)
         self.answers = answers
         self.single = single
         self.device = device_of(like)
@@ -259,7 +261,6 @@ class DevicePlan:
 
             self.makers = tuple(functools.partial(cupy.empty, n, t.np_dtype) for n, t in allocs)
             self.home = (cupy.cuda.runtime.getDevice, int(like.device.id))
-        self.none: list[Any] = [None] * len(allocs)
 
     def run(self, inputs: list[Any]) -> Any:
         """One call over ``inputs`` (the caller's arrays, C-contiguous, of any shape: a pre-packed
@@ -268,8 +269,7 @@ class DevicePlan:
         if launches is None:  # launch reads lengths from the arrays: flat views
             inputs = [x if x.ndim == 1 else x.reshape(-1) for x in inputs]
         ctx = self.ctx(self.backend, self.kind, inputs[0])
-        carriers = self.carriers
-        made = self.none if not carriers else [carriers.get(k) for k in range(len(self.allocs))]
+        made = self.shared
         makers = self.makers
         home = self.home
         if home is not None and home[0]() != home[1]:
@@ -279,9 +279,9 @@ class DevicePlan:
         else:
             bufs = inputs + [m if m is not None else ctx.empty(n, t)
                              for m, (n, t) in zip(made, self.allocs, strict=True)]
-        for k in carriers:
+        for k in self.carriers:
             if made[k] is None:
-                carriers[k] = bufs[len(inputs) + k]
+                made[k] = bufs[len(inputs) + k]
         if launches is None:
             for program, grid, names, picks, _ in self.runs:
                 launch(program, {name: bufs[i] for name, i in zip(names, picks, strict=True)}, grid, self.backend)

@@ -203,6 +203,11 @@ class Ctx:
         return value
 
 
+def host_indices(r: Any) -> Any:
+    """argmax's u32 indices as numpy's int64 for numpy callers; device arrays keep their uint32."""
+    return r.astype(np.int64) if isinstance(r, np.ndarray) else r
+
+
 def torch_dtype(dtype: DataType) -> Any:
     """The PyTorch dtype of a vyre element type."""
     import torch

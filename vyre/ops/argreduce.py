@@ -14,7 +14,6 @@ import functools
 import math
 from typing import Any
 
-import numpy as np
 
 from ..ir import (
     U32, BinOpKind, BufferDecl, DataType, Expr, Node, Program, assign, barrier, buflen, gid, if_, lane, let,
@@ -28,7 +27,7 @@ from ._blocks import (
 )
 from ._rows import Access
 from ._plans import planned
-from ._runtime import OpsError, prepare
+from ._runtime import OpsError, host_indices, prepare
 from .colwise import MIN_INNER, column_block, reduce_columns, reduce_matrix_columns
 from .rowwise import RowBuilder, prepare_rows
 from .reduce import (
@@ -264,8 +263,7 @@ def argmax(x: Any, axis: Any = None, *, backend: str | None = None, deterministi
     if axis is not None:
         m = matrix_axis(x, axis)  # a matrix's rows or columns, without reading the axes
         if m == 1:
-            r = planned(("row_argmax", None), (x,), backend, _row_argmax_checked)
-            return r.astype(np.int64) if isinstance(r, np.ndarray) else r
+            return host_indices(planned(("row_argmax", None), (x,), backend, _row_argmax_checked))
         if m == 0 and x.shape[1] >= MIN_INNER:
             return reduce_matrix_columns("argmax", x, backend)
         al = along(x, axis)
@@ -366,10 +364,7 @@ def row_argmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int =
 def row_argmax(x: Any, al: Along, backend: str | None) -> Any:
     """The column of each row's first maximum along ``al``'s axes (vyre.ops.argmax with an axis):
     int64 for numpy callers, uint32 on the device (as the whole-array index)."""
-    r = planned(("row_argmax", None), (to_rows(x, al),), backend, _row_argmax_checked)
-    if isinstance(r, np.ndarray):
-        r = r.astype(np.int64)
-    return per_row(r, al)
+    return per_row(host_indices(planned(("row_argmax", None), (to_rows(x, al),), backend, _row_argmax_checked)), al)
 
 
 def _row_argmax(x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:

@@ -36,7 +36,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 
 from ..ir import (
     F64, U32, DataType, Expr, Node, Program, assign, barrier, buflen, cast, gid, if_, let, lid, load, loop,
@@ -47,7 +46,7 @@ from ._blocks import (
     NO_INDEX, Combine, all_of, beats, bounded_span, isnan, kind_combine, kind_term, kind_total, tree,
 )
 from ._plans import planned
-from ._runtime import OpsError, prepare
+from ._runtime import OpsError, host_indices, prepare
 
 __all__ = ["COL_BLOCK", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block",
            "cpu_block", "gpu_passes", "gpu_splits", "reduce_columns", "reduce_matrix_columns", "tile_cols",
@@ -101,7 +100,7 @@ def col_program(kind: str, t: DataType) -> Program:
     inner + i]``, with ``inner = len(inner)`` and ``red = len(x) / len(out)`` (module docstring).
     Launch ``outer * ceil(inner / cpu_block(kind))`` workgroups."""
     if kind not in COL_KINDS:
-        raise ValueError(f"col_program kind {kind!r}; expected one of {COL_KINDS}")
+        raise ValueError(f"col_program kind {kind!r} is not a column reduction. Fix: pass one of {COL_KINDS}")
     a = _acc(kind, t)
     out_t = U32 if kind == "argmax" else t
     bufs = [read("x", 0, t), output("out", 1, out_t), read("inner", 2, U32)]
@@ -123,7 +122,7 @@ def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
     init: list[Node] = [store(lanes, k, comb.identity(a))]
     if kind == "argmax":
         init.append(store("lanes_i", k, u32(0)))
-    if kind == "argmax":
+
         def fold(v: Expr) -> list[Node]:
             take = _take(var("v"), var("cur"))
             return [let("v", v), let("cur", load(lanes, k)),
@@ -204,9 +203,9 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool, cols: int
     ``xi``). ``mean`` divides in the first pass, ``norm`` takes its root in the final one. Launch
     ``S * outer * ceil(inner / cols)`` workgroups."""
     if kind not in COL_KINDS:
-        raise ValueError(f"tiled_program kind {kind!r}; expected one of {COL_KINDS}")
+        raise ValueError(f"tiled_program kind {kind!r} is not a column reduction. Fix: pass one of {COL_KINDS}")
     if cols not in (8, 16, 32):
-        raise ValueError(f"tiled_program cols {cols}; expected 8, 16 or 32")
+        raise ValueError(f"tiled_program cols {cols} is no tile width. Fix: pass tile_cols(inner): 8, 16 or 32")
     nrows = COL_TILE_WG // cols
     a = _acc(kind, t)
     arg = kind == "argmax"
@@ -367,7 +366,7 @@ def reduce_columns(kind: str, x: Any, al: Along, block: tuple[int, int, int], ke
     """``kind`` of ``x`` along ``al``'s axes through the column forms (``block``: what
     :func:`column_block` returned), shaped as the kept axes (or keepdims)."""
     r = _columns(kind, x, block, backend, shape=al.keepdims_shape if keepdims else al.kept_shape)
-    return r.astype(np.int64) if kind == "argmax" and isinstance(r, np.ndarray) else r
+    return host_indices(r) if kind == "argmax" else r
 
 
 def reduce_matrix_columns(kind: str, x: Any, backend: str | None) -> Any:
@@ -375,7 +374,7 @@ def reduce_matrix_columns(kind: str, x: Any, backend: str | None) -> Any:
     along axis 0 of a matrix, without reading the axes (the common call: about 1 us less)."""
     rows, cols = x.shape
     r = _columns(kind, x, (1, rows, cols), backend, shape=(cols,))
-    return r.astype(np.int64) if kind == "argmax" and isinstance(r, np.ndarray) else r
+    return host_indices(r) if kind == "argmax" else r
 
 
 def _columns(kind: str, x: Any, block: tuple[int, int, int], backend: str | None,
