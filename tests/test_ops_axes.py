@@ -256,6 +256,27 @@ def test_row_argmax_forms(cols: int, backend: str, gpu_form: bool | None) -> Non
     assert A._row_argmax(x[:0], backend, gpu_form).shape == (0,)
 
 
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_cpu_row_argmax_one_pass(data: st.DataObject) -> None:
+    """The CPU row argmax's one pass (lane slots, the last partial step taken as a whole one that
+    revisits columns, the lanes' merge, the NaN and all -inf rules) over row lengths around the
+    lane count, from values that tie often and hold NaN and infinities where the steps overlap."""
+    rows = data.draw(st.integers(1, 3))
+    cols = data.draw(st.one_of(st.integers(1, 200), st.sampled_from([63, 64, 65, 127, 128, 129, 191])))
+    dt = data.draw(st.sampled_from([np.float32, np.float64]))
+    pool = st.sampled_from([-np.inf, -1.0, 0.0, 2.0, 3.0, np.inf, np.nan])
+    x = np.array(data.draw(st.lists(pool, min_size=rows * cols, max_size=rows * cols)), dt).reshape(rows, cols)
+    if data.draw(st.booleans()):
+        x[np.isnan(x)] = 0.0  # no NaN, so the lanes decide
+    if data.draw(st.booleans()):  # the maximum (tied or not) past the last whole step of 64 columns
+        x[~(x < 3.0)] = 0.0
+        for c in data.draw(st.lists(st.integers(cols - cols % 64 if cols % 64 else 0, cols - 1), min_size=1)):
+            x[:, c] = 3.0
+    got = A._row_argmax(x, "cpu")
+    np.testing.assert_array_equal(np.asarray(got).astype(np.int64), np.argmax(x, -1))
+
+
 @pytest.mark.parametrize("kind", C.COL_KINDS)
 @pytest.mark.parametrize("backend, gpu_form", [("cpu", None), ("interp", None), ("interp", True)])
 @settings(max_examples=8, deadline=None)
