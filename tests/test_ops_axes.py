@@ -185,9 +185,26 @@ def test_keepdims_of_whole_reductions() -> None:
     assert vo.max(x, (0, 1, 2), keepdims=True).shape == (1, 1, 1)
     assert vo.sum(x, (2, 0, 1)) == 276  # every axis, in any order: the whole array
     assert vo.argmax(x, (0, 1, 2)) == 23 and vo.argmax(x[0, 0], -1) == 3
+    for axis in (None, (0, 1, 2), 1):  # argmax's keepdims, as numpy's
+        want = np.argmax(x, None if isinstance(axis, tuple) else axis, keepdims=True)
+        got = vo.argmax(x, axis, keepdims=True)
+        assert got.shape == want.shape and got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
     # the row ops' axis=None is every axis, as scipy.special's: one row of the whole array
     np.testing.assert_allclose(vo.softmax(x, None), _softmax(x.astype(np.float64), None), rtol=1e-6)
     assert vo.logsumexp(x, None) == pytest.approx(float(_lse(x.astype(np.float64), None)), rel=1e-6)
+
+
+def test_bad_axes_equal_to_good_ones_are_still_errors() -> None:
+    """1.0, True and (0, 1.0) equal 1 and (0, 1) as dict keys: after the good axes were read (and
+    cached), the bad ones are still errors, for every op that reads axes."""
+    x = np.ones((2, 3, 4), np.float32)
+    for good, bad in ((1, 1.0), (1, True), (0, False), ((0, 1), (0, 1.0)), ((0, 1), (False, 1))):
+        for op in (vo.sum, vo.argmax, vo.softmax, vo.logsumexp):
+            op(x, good)
+            with pytest.raises(OpsError, match=r"axis must be an int, a tuple of ints or None.*Fix:"):
+                op(x, bad)
+    assert vo.sum(x, np.int64(1)).shape == (2, 4)  # a numpy integer is an axis
 
 
 @pytest.mark.parametrize("call, match", [
@@ -230,6 +247,15 @@ def test_argmax_along_axes_matches_numpy(backend: str, data: st.DataObject) -> N
     if data.draw(st.booleans()):
         x = np.round(x * 2) if np.isfinite(x).all() else x  # ties
     axis = data.draw(axes(x.ndim, allow_none=False))
+    if data.draw(st.booleans()):  # keepdims: numpy's shape, each reduced axis of length 1
+        got = vo.argmax(x, axis, keepdims=True, backend=backend)
+        named = sorted(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
+        want = np.argmax(_moved(x, axis), -1).reshape([1 if a in named else d for a, d in enumerate(x.shape)])
+        assert got.dtype == np.int64 and got.shape == want.shape
+        if not isinstance(axis, tuple):
+            assert got.shape == np.argmax(x, axis, keepdims=True).shape
+        np.testing.assert_array_equal(got, want)
+        return
     got = vo.argmax(x, axis, backend=backend)
     want = np.argmax(_moved(x, axis), -1)
     if want.ndim == 0:  # every axis named: the whole-array index

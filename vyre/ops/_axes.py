@@ -76,14 +76,18 @@ def along(x: Any, axis: Any, name: str = "x") -> Along:
     axis); an OpsError for an axis out of range, repeated, or not an integer."""
     if type(x) is not np.ndarray:
         _kind(x)  # an OpsError for anything that is not an array vyre.ops takes
+    # the key holds the axes' types: 1.0 and True are equal to 1 as keys, but not axes
+    types = None if axis is None or type(axis) is int else (
+        tuple(map(type, axis)) if type(axis) is tuple else type(axis))
     try:
-        return _along(tuple(x.shape), axis, name)  # read once per shape and axis (a small op's call)
+        return _along(tuple(x.shape), axis, types, name)  # read once per shape and axis (a small op's call)
     except TypeError:  # an axis that is no key (a list): the uncached reading says what is wrong
-        return _along.__wrapped__(tuple(x.shape), axis, name)
+        return _along.__wrapped__(tuple(x.shape), axis, types, name)
 
 
 @functools.lru_cache(maxsize=1024)
-def _along(raw: tuple[int, ...], axis: Any, name: str) -> Along:
+def _along(raw: tuple[int, ...], axis: Any, types: Any, name: str) -> Along:
+    """:func:`along`'s reading (``types``: only part of the cache key)."""
     shape = tuple(int(s) for s in raw)
     nd = len(shape)
     if axis is None:

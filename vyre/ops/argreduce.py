@@ -21,7 +21,7 @@ from ..ir import (
     lid, load, loop, maximum, minimum, output, read, select, store, subgroup_reduce, u32, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._axes import Along, along, matrix_axis, per_row, to_rows
+from ._axes import Along, along, matrix_axis, per_row, to_rows, whole_keepdims
 from ._blocks import (
     NO_INDEX, SUBGROUP, Combine, all_of, beats, bounded_span, halving, isnan, lane_fold, nan, nan_flags,
     subgroup_combine,
@@ -255,25 +255,29 @@ def _lowest_index(prefix: str, m: Expr, mi: Expr, best: Expr) -> list[Node]:
     ]
 
 
-def argmax(x: Any, axis: Any = None, *, backend: str | None = None, deterministic: bool = False) -> Any:
+def argmax(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
+           deterministic: bool = False) -> Any:
     """Flat index of the first maximum (numpy's rule: the first NaN if there is one), as an int64
     scalar (numpy) or 0-d uint32 device array (device input). An empty array is an error. With
     ``axis`` (an int or a tuple of ints, as numpy reads them) the index along those axes of each
     position of the others (:func:`row_argmax`, or the column forms: int64 for numpy, uint32 on the device; a
     tuple's axes count as one, flattened in order, as if moved last); every axis named is the
-    whole-array index."""
-    if axis is not None:
+    whole-array index. ``keepdims``: each reduced axis stays, of length 1 (numpy's ``keepdims``)."""
+    if axis is not None and not keepdims:
         m = matrix_axis(x, axis)  # a matrix's rows or columns, without reading the axes
         if m == 1:
             return host_indices(planned(("row_argmax", None), (x,), backend, _row_argmax_checked))
         if m == 0 and x.shape[1] >= MIN_INNER:
             return reduce_matrix_columns("argmax", x, backend)
+    if axis is not None or keepdims:
         al = along(x, axis)
-        if not al.whole:
-            block = column_block(al)
-            if block is not None:
-                return reduce_columns("argmax", x, al, block, False, backend)
-            return row_argmax(x, al, backend)
+        if al.whole:
+            whole = planned(("argmax", deterministic, None), (x,), backend, _argmax_checked)
+            return whole_keepdims(whole, al) if keepdims else whole
+        block = column_block(al)
+        if block is not None:
+            return reduce_columns("argmax", x, al, block, keepdims, backend)
+        return row_argmax(x, al, backend, keepdims)
     return planned(("argmax", deterministic, None), (x,), backend, _argmax_checked)
 
 
@@ -430,10 +434,11 @@ def _row_argmax_cpu(b: RowBuilder, t: DataType) -> list[Node]:
     ]
 
 
-def row_argmax(x: Any, al: Along, backend: str | None) -> Any:
+def row_argmax(x: Any, al: Along, backend: str | None, keepdims: bool = False) -> Any:
     """The column of each row's first maximum along ``al``'s axes (vyre.ops.argmax with an axis):
     int64 for numpy callers, uint32 on the device (as the whole-array index)."""
-    return per_row(host_indices(planned(("row_argmax", None), (to_rows(x, al),), backend, _row_argmax_checked)), al)
+    r = planned(("row_argmax", None), (to_rows(x, al),), backend, _row_argmax_checked)
+    return per_row(host_indices(r), al, keepdims)
 
 
 def _row_argmax(x: Any, backend: str | None, gpu_form: bool | None = None) -> Any:
