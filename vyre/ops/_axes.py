@@ -77,8 +77,8 @@ def along(x: Any, axis: Any, name: str = "x") -> Along:
     if type(x) is not np.ndarray:
         _kind(x)  # an OpsError for anything that is not an array vyre.ops takes
     # the key holds the axes' types: 1.0 and True are equal to 1 as keys, but not axes
-    types = None if axis is None or type(axis) is int else (
-        tuple(map(type, axis)) if type(axis) is tuple else type(axis))
+    types: tuple[str, ...] | str | None = None if axis is None or type(axis) is int else (
+        tuple(type(a).__name__ for a in axis) if type(axis) is tuple else type(axis).__name__)
     try:
         return _along(tuple(x.shape), axis, types, name)  # read once per shape and axis (a small op's call)
     except TypeError:  # an axis that is no key (a list): the uncached reading says what is wrong
