@@ -341,6 +341,33 @@ def test_row_ops_and_matvec_replay_the_checked_bits_into_new_arrays(rows: int, c
             assert (p.path == "result") is (not p.steps[0][1]), k[0]  # steps: (entry, parallel, ...)
 
 
+@settings(max_examples=10, deadline=None)
+@given(shape=st.sampled_from([(1, 8), (3, 64), (64, 64), (5, 200), (2, 3, 9)]),
+       dt=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31))
+def test_column_reductions_replay_through_the_short_path(shape: tuple[int, ...], dt: type, seed: int) -> None:
+    """A column reduction's plan (one serial call whose arguments are not in the plan's buffer
+    order, with a reused length carrier) takes the short "result" path: numpy's answers, the
+    checked path's bits, each call into an array of its own."""
+    x = np.random.default_rng(seed).standard_normal(shape).astype(dt)
+    x.flat[::5] = 0.5  # ties for argmax
+    P.forget()
+    for name, op, want in (("sum", lambda: vo.sum(x, 0), None), ("max", lambda: vo.max(x, 0), x.max(0)),
+                           ("argmax", lambda: vo.argmax(x, 0), x.argmax(0))):
+        first = op()
+        kept = first.copy()
+        second, third = op(), op()
+        assert not np.shares_memory(second, third) and not np.shares_memory(first, second), name
+        for got in (first, second, third):
+            np.testing.assert_array_equal(got, kept)
+            assert got.shape == x.shape[1:]
+        if want is not None:
+            np.testing.assert_array_equal(kept, want)
+        else:
+            np.testing.assert_allclose(kept, x.astype(np.float64).sum(0), rtol=1e-6)
+    cols = [p for k, p in P._plans.items() if k[0][0].startswith("col_")]
+    assert len(cols) == 3 and all(p.path == "result" for p in cols)
+
+
 def test_an_op_inside_another_ops_record_leaves_the_outer_call_unplanned(monkeypatch: pytest.MonkeyPatch) -> None:
     """A record only sees its own call's launches: an op that calls another op while being recorded
     must not become a plan (it would replay without the inner op's passes)."""

@@ -96,14 +96,20 @@ class Plan:
         # the short paths: one serial call whose arguments are the inputs, then every allocation in
         # order, and one answer (0.6-1 us of bookkeeping less per call than the general path)
         n_in = len(steps[0][1]) - len(self.scratch) - len(self.fresh) if steps else 0
-        direct = (len(steps) == 1 and not steps[0][0].parallel and self.single
-                  and steps[0][1] == tuple(range(len(steps[0][1]))) and n_in > 0)
+        picks = steps[0][1] if steps else ()
+        # one serial call taking every buffer once (the short paths), in order (all but one)
+        direct = (len(steps) == 1 and not steps[0][0].parallel and self.single and n_in > 0
+                  and sorted(picks) == list(range(len(picks))))
+        in_order = picks == tuple(range(len(picks)))
         (answer,) = self.answers if self.single else (None,)
         if direct and answer is not None:
             fn, grid = steps[0][0].fn, steps[0][0].grid
-            one_result = len(self.fresh) == 1 and answer.how == RESULT and answer.buffer == n_in
-            if not self.scratch and one_result:
-                return "result", _run_result(fn, grid, *self.fresh[0], answer.shape)
+            one_result = len(self.fresh) == 1 and answer.how == RESULT and answer.buffer == n_in + len(self.scratch)
+            if one_result and (in_order or self.scratch):
+                return "result", _run_result(fn, grid, *self.fresh[0], answer.shape, self.spare, self.scratch,
+                                             None if in_order else operator.itemgetter(*picks))
+            if not in_order:
+                return "general", self._run
             which = answer.buffer - n_in  # no fresh buffers: a scratch buffer
             if not self.fresh and (answer.how == SCALAR or (
                     answer.how == INDEX and self.scratch[which] == (1, np.dtype(np.uint32)))):
@@ -136,10 +142,28 @@ def _allocate(sizes: tuple[tuple[int, np.dtype], ...]) -> list[np.ndarray]:
     return [np.empty(n, dt) for n, dt in sizes]
 
 
-def _run_result(fn: Any, grid: int, n: int, dt: np.dtype, shape: tuple[int, ...]
+def _run_result(fn: Any, grid: int, n: int, dt: np.dtype, shape: tuple[int, ...], spare: list[Any],
+                scratch: tuple[tuple[int, np.dtype], ...], order: Callable[[list[np.ndarray]], tuple] | None
                 ) -> Callable[[list[np.ndarray]], np.ndarray]:
-    """Plan.run of a ``"result"`` plan (its answer shaped ``shape``)."""
+    """Plan.run of a ``"result"`` plan (its answer shaped ``shape``), with ``scratch`` buffers
+    (a column reduction's length carrier) taken from ``spare`` as the general path does;
+    ``order``: the kernel's arguments from (inputs, scratch, answer), where not in that order."""
     empty = np.empty
+    if scratch:
+        def run_scratch(inputs: list[np.ndarray]) -> np.ndarray:
+            try:
+                bufs = spare.pop()
+            except IndexError:
+                bufs = _allocate(scratch)
+            answer = empty(n, dt)
+            if order is None:
+                fn(*inputs, *bufs, answer, grid, 1, 1)
+            else:
+                fn(*order([*inputs, *bufs, answer]), grid, 1, 1)
+            spare.append(bufs)
+            return answer if shape == (n,) else answer.reshape(shape)
+
+        return run_scratch
     if shape == (n,):
         def run(inputs: list[np.ndarray]) -> np.ndarray:
             answer = empty(n, dt)
