@@ -91,6 +91,10 @@ def checks() -> list[tuple[str, Callable[[], None]]]:
         np.testing.assert_allclose(s.copy_to_host(), np.sqrt((xd * xd).sum(-1)), rtol=1e-5)
         np.testing.assert_allclose(vo.mean(d, (1, 2)).copy_to_host(), xd.mean((1, 2)), rtol=1e-5)
         np.testing.assert_array_equal(vo.argmax(d, -1).copy_to_host(), np.argmax(x, -1))
+        for axis in (None, 0, -1):  # keepdims: numpy's shape, on the device too
+            k = vo.argmax(d, axis, keepdims=True)
+            assert k.shape == np.argmax(x, axis, keepdims=True).shape
+            np.testing.assert_array_equal(k.copy_to_host(), np.argmax(x, axis, keepdims=True))
         try:
             vo.sum(d, (0, 2))
         except vo.OpsError as e:
