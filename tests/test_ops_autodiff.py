@@ -39,7 +39,7 @@ def test_whole_array_programs(name: str, kind: R.Reduce, post: R.Post, n: int, b
     differentiated too. (The CPU form accumulates into a lane array in workgroup memory inside a
     loop, which reverse mode refuses: below.)"""
     t, dt = (F32, np.float32) if f32 else (F64, np.float64)
-    prog = R.full_program(kind, t, t if kind.combine is not R.Combine.ADD else R.accumulator(kind, t),
+    prog = R.full_program(kind, t, t if kind.combine is not R.Combine.ADD else R.accumulator_type(kind.combine, t),
                           gpu=True, post=post)
     out_t = prog.buffer("out").element.np_dtype
     if kind.combine is not R.Combine.ADD:

@@ -274,7 +274,7 @@ def test_every_program_prints_parses_and_crosses_the_wire() -> None:
     from vyre.ops import linalg as L
     from vyre.ops import rowwise as W
 
-    progs = [R.full_program(k, t, R.accumulator(k, t), gpu=g) for k in R.Reduce for t in (F32, F64)
+    progs = [R.full_program(k, t, R.accumulator_type(k.combine, t), gpu=g) for k in R.Reduce for t in (F32, F64)
              for g in (True, False)]
     progs += [A.argmax_program(F32, gpu=g, indexed=i) for g in (True, False) for i in (True, False)]
     progs += [W.softmax_program(F32, gpu=True, wg=256, resident=16), W.softmax_program(F64, gpu=False, wg=1),

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 
 from ..ir import (
-    U32, BinOpKind, BufferDecl, DataType, Expr, Node, UnOpKind, barrier, buflen, cast, if_, lane,
+    F64, U32, BinOpKind, BufferDecl, DataType, Expr, Node, UnOpKind, barrier, buflen, cast, if_, lane,
     let, lid, loop, minimum, select, store, subgroup_reduce, u32, unop, var, workgroup,
 )
 from ..ir.expr import Var, lit
@@ -314,6 +314,50 @@ def beats(v: Expr, i: Expr, m: Expr, mi: Expr) -> Expr:
     earlier = i.lt(mi)
     return (isnan(m).not_().and_(isnan(v).or_(v.gt(m)).or_(v.eq(m).and_(earlier)))
             .or_(isnan(m).and_(isnan(v)).and_(earlier)))
+
+
+def takes(v: Expr, m: Expr) -> Expr:
+    """argmax's rule for a slot that sees its candidates in increasing index order: take ``v`` over
+    the held ``m`` when it is larger, or the first NaN (once a NaN is held it stays), so the slot
+    holds the first maximum without comparing indices. A slot holding nothing yet (``NO_INDEX``,
+    ``-inf``) must also take its first candidate (an all ``-inf`` share): callers add that."""
+    return v.gt(m).or_(isnan(v).and_(isnan(m).not_()))
+
+
+def merge_argmax(prefix: str, pairs: list[tuple[Expr, Expr]]) -> tuple[list[Node], Expr, Expr]:
+    """(value, index) candidates merged pairwise by :func:`beats`, in the fixed order of
+    :func:`tree` (the indices may come in any order). Returns the statements and the winner."""
+    nodes: list[Node] = []
+    named: list[tuple[Expr, Expr]] = []
+    for n, (v, i) in enumerate(pairs):
+        if not isinstance(v, Var):
+            nodes.append(let(f"{prefix}_{n}", v))
+            v = var(f"{prefix}_{n}")
+        if not isinstance(i, Var):
+            nodes.append(let(f"{prefix}_{n}i", i))
+            i = var(f"{prefix}_{n}i")
+        named.append((v, i))
+    level = 0
+    while len(named) > 1:
+        nxt: list[tuple[Expr, Expr]] = []
+        for n in range(0, len(named) - 1, 2):
+            (m, mi), (v, i) = named[n], named[n + 1]
+            name = f"{prefix}_l{level}_{n // 2}"
+            nodes += [let(f"{name}t", beats(v, i, m, mi)),
+                      let(name, select(var(f"{name}t"), v, m)), let(f"{name}i", select(var(f"{name}t"), i, mi))]
+            nxt.append((var(name), var(f"{name}i")))
+        if len(named) % 2:
+            nxt.append(named[-1])
+        named, level = nxt, level + 1
+    (m, mi), = named
+    return nodes, m, mi
+
+
+def accumulator_type(comb: Combine, t: DataType, *, pairwise: bool = False) -> DataType:
+    """The type ``t`` elements combine in: f32 sums in f64 (exact products, 2^29 times less
+    rounding, no overflow), unless ``pairwise`` (a tree over a few registers, the resident GPU row
+    form, which keeps f32 accurate without the registers f64 would need); max and min in ``t``."""
+    return F64 if comb is Combine.ADD and t is DataType.F32 and not pairwise else t
 
 
 def kind_combine(kind: str) -> Combine:

@@ -23,9 +23,8 @@ from ..ir import (
 from ..ir.expr import lit
 from ._axes import Along, along, matrix_axis, per_row, to_rows, whole_keepdims
 from ._blocks import (
-    NO_INDEX, SUBGROUP, Combine, all_of, beats, bounded_span, halving, isnan, lane_fold, nan, nan_flags,
-    subgroup_combine,
-    workgroup_min_u32,
+    NO_INDEX, SUBGROUP, Combine, all_of, beats, bounded_span, halving, isnan, lane_fold, merge_argmax, nan,
+    nan_flags, subgroup_combine, takes, workgroup_min_u32,
 )
 from ._rows import LANES_MIN_COLS, Access
 from ._plans import planned
@@ -114,8 +113,7 @@ def _argmax_strided(t: DataType, n: Expr, s: Expr) -> list[Node]:
         m, mi = var(f"m{k}"), var(f"mi{k}")
         x = var(v)
         return [let(v, load("x", i)),
-                if_(isnan(m).not_().and_(isnan(x).or_(x.gt(m)).or_(mi.eq(u32(NO_INDEX)))),
-                    [assign(m.name, x), assign(mi.name, i)])]
+                if_(takes(x, m).or_(mi.eq(u32(NO_INDEX))), [assign(m.name, x), assign(mi.name, i)])]
 
     body: list[Node] = []
     for k in range(unroll):
@@ -135,20 +133,8 @@ def _argmax_strided(t: DataType, n: Expr, s: Expr) -> list[Node]:
         *(if_(i.lt(n), take(k, i, f"w{k}")) for k, i in enumerate(tail)),
     ]
     # merge the pairs (indices now in any order: the full comparison)
-    pairs = [(var(f"m{k}"), var(f"mi{k}")) for k in range(unroll)]
-    level = 0
-    while len(pairs) > 1:
-        merged = []
-        for j in range(0, len(pairs), 2):
-            (a, ai), (b, bi) = pairs[j], pairs[j + 1]
-            name = f"p{level}_{j // 2}"
-            body += [let(name, a), let(f"{name}i", ai),
-                     if_(beats(b, bi, var(name), var(f"{name}i")), [assign(name, b), assign(f"{name}i", bi)])]
-            merged.append((var(name), var(f"{name}i")))
-        pairs = merged
-        level += 1
-    (m, mi), = pairs
-    return [*body, let("m", m), let("mi", mi)]
+    nodes, m, mi = merge_argmax("p", [(var(f"m{k}"), var(f"mi{k}")) for k in range(unroll)])
+    return [*body, *nodes, let("m", m), let("mi", mi)]
 
 
 def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program:

@@ -38,12 +38,13 @@ from typing import Any
 
 
 from ..ir import (
-    F64, U32, DataType, Expr, Node, Program, assign, barrier, buflen, cast, gid, if_, let, lid, load, loop,
+    U32, DataType, Expr, Node, Program, assign, barrier, buflen, cast, gid, if_, let, lid, load, loop,
     maximum, minimum, output, read, select, store, u32, var, wgid, workgroup,
 )
 from ._axes import Along
 from ._blocks import (
-    NO_INDEX, Combine, all_of, beats, bounded_span, isnan, kind_combine, kind_term, kind_total, tree,
+    NO_INDEX, Combine, accumulator_type, all_of, bounded_span, kind_combine, kind_term, kind_total, merge_argmax,
+    takes, tree,
 )
 from ._plans import planned
 from ._runtime import OpsError, host_indices, prepare
@@ -85,15 +86,6 @@ def cpu_block(kind: str) -> int:
     return COL_BLOCK if kind_combine(kind) is not Combine.ADD else COL_BLOCK_SUM
 
 
-def _acc(kind: str, t: DataType) -> DataType:
-    return F64 if t is DataType.F32 and kind_combine(kind) is Combine.ADD else t
-
-
-def _take(v: Expr, best: Expr) -> Expr:
-    """argmax's rule visiting in order: a larger value, or the first NaN (once one is held, it stays)."""
-    return v.gt(best).or_(isnan(v).and_(isnan(best).not_()))
-
-
 @functools.lru_cache(maxsize=64)
 def col_program(kind: str, t: DataType) -> Program:
     """The CPU form: ``out[o * inner + i]`` = ``kind`` over ``r < red`` of ``x[(o * red + r) *
@@ -101,7 +93,7 @@ def col_program(kind: str, t: DataType) -> Program:
     Launch ``outer * ceil(inner / cpu_block(kind))`` workgroups."""
     if kind not in COL_KINDS:
         raise ValueError(f"col_program kind {kind!r} is not a column reduction. Fix: pass one of {COL_KINDS}")
-    a = _acc(kind, t)
+    a = accumulator_type(kind_combine(kind), t)
     out_t = U32 if kind == "argmax" else t
     bufs = [read("x", 0, t), output("out", 1, out_t), read("inner", 2, U32)]
     body: list[Node] = [
@@ -124,7 +116,7 @@ def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
         init.append(store("lanes_i", k, u32(0)))
 
         def fold(v: Expr) -> list[Node]:
-            take = _take(var("v"), var("cur"))
+            take = takes(var("v"), var("cur"))
             return [let("v", v), let("cur", load(lanes, k)),
                     let("tk", take),
                     store(lanes, k, select(var("tk"), var("v"), var("cur"))),
@@ -207,7 +199,7 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool, cols: int
     if cols not in (8, 16, 32):
         raise ValueError(f"tiled_program cols {cols} is no tile width. Fix: pass tile_cols(inner): 8, 16 or 32")
     nrows = COL_TILE_WG // cols
-    a = _acc(kind, t)
+    a = accumulator_type(kind_combine(kind), t)
     arg = kind == "argmax"
     comb = kind_combine(kind)
     t_in = t if first else a
@@ -267,7 +259,7 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool, cols: int
         row = var("rlo") + var("ty") + k * u32(nrows)
         idx = row if first else load("xi", at(k))
         # the first row visited is always taken (an all -inf column's answer is its first row)
-        take = _take(var(tmp), var(name)).or_(var(f"{name}i").eq(u32(NO_INDEX)))
+        take = takes(var(tmp), var(name)).or_(var(f"{name}i").eq(u32(NO_INDEX)))
         return [let(tmp, load("x", at(k))), let(f"{tmp}i", idx),
                 if_(take, [assign(name, var(tmp)), assign(f"{name}i", var(f"{tmp}i"))])]
 
@@ -307,26 +299,9 @@ def _merge_pairs(kind: str, comb: Combine, values: Sequence[tuple[Expr, Expr | N
     if kind != "argmax":
         merged, total = tree(prefix, [v for v, _ in values], comb)
         return merged, total, u32(0)
-    nodes: list[Node] = []
-    pairs: list[tuple[Expr, Expr]] = []
-    for n, (v, i) in enumerate(values):
-        assert i is not None
-        nodes += [let(f"{prefix}_{n}", v), let(f"{prefix}_{n}i", i)]
-        pairs.append((var(f"{prefix}_{n}"), var(f"{prefix}_{n}i")))
-    level = 0
-    while len(pairs) > 1:
-        nxt: list[tuple[Expr, Expr]] = []
-        for n in range(0, len(pairs) - 1, 2):
-            (m, mi), (v, i) = pairs[n], pairs[n + 1]
-            name = f"{prefix}_l{level}_{n // 2}"
-            nodes += [let(f"{name}t", beats(v, i, m, mi)),
-                      let(name, select(var(f"{name}t"), v, m)), let(f"{name}i", select(var(f"{name}t"), i, mi))]
-            nxt.append((var(name), var(f"{name}i")))
-        if len(pairs) % 2:
-            nxt.append(pairs[-1])
-        pairs, level = nxt, level + 1
-    (m, mi), = pairs
-    return nodes, m, mi
+    pairs = [(v, i) for v, i in values if i is not None]
+    assert len(pairs) == len(values), "argmax's accumulators carry their rows"
+    return merge_argmax(prefix, pairs)
 
 
 def gpu_splits(outer: int, red: int, inner: int, min_rows: int = SPLIT_MIN_ROWS) -> int:
@@ -408,7 +383,7 @@ def _col_checked(op: tuple[str, tuple[int, int, int], bool | None, int | None, t
         ctx.run(col_program(kind, t), {"x": arrs["x"].data, "out": out, "inner": carrier},
                 outer * -(-inner // cpu_block(kind)))
         return ctx.result(out, shape)
-    a = _acc(kind, t)
+    a = accumulator_type(kind_combine(kind), t)
     ins = {"x": arrs["x"].data}
     passes = gpu_passes(outer, red, inner, split_rows or SPLIT_MIN_ROWS)
     for n, (o, _, i, splits) in enumerate(passes):

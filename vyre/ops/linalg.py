@@ -20,11 +20,11 @@ import functools
 from typing import Any
 
 from ..ir import (
-    F64, BufferDecl, DataType, Expr, Node, Program, assign, buflen, cast, fma, gid, if_, lane, let, lid, load, loop,
+    BufferDecl, DataType, Expr, Node, Program, assign, buflen, cast, fma, gid, if_, lane, let, lid, load, loop,
     maximum, minimum, output, read, select, store, u32, var, wgid, workgroup,
 )
 from ..ir.expr import lit
-from ._blocks import SUBGROUP, Combine, all_of, bounded_span, halving, subgroup_combine, tree
+from ._blocks import SUBGROUP, Combine, accumulator_type, all_of, bounded_span, halving, subgroup_combine, tree
 from .reduce import CPU_BLOCK
 from ._plans import planned
 from ._runtime import OpsError, prepare
@@ -51,10 +51,6 @@ CPU_LANES = 16
 VECMAT_CHUNK = 64
 
 
-def _acc(t: DataType) -> DataType:
-    return F64 if t is DataType.F32 else t
-
-
 @functools.lru_cache(maxsize=32)
 def matvec_program(t: DataType, *, gpu: bool, rows: int = MATVEC_ROWS, unroll: int = GPU_UNROLL,
                    wg: int = MATVEC_WG) -> Program:
@@ -63,7 +59,7 @@ def matvec_program(t: DataType, *, gpu: bool, rows: int = MATVEC_ROWS, unroll: i
     GPU form: each subgroup of a workgroup of ``wg`` computes ``rows`` consecutive rows (launch
     ``ceil(len(out) / (wg / 32 * rows))`` workgroups); its lanes read ``unroll`` columns each per
     step, coalesced, and each ``v`` element is loaded (and widened) once for all ``rows`` rows."""
-    a = _acc(t)
+    a = accumulator_type(Combine.ADD, t)
     bufs = [read("m", 0, t), read("v", 1, t), output("out", 2, t)]
     if gpu:
         return _matvec_gpu(t, a, bufs, rows, unroll, wg)
@@ -202,7 +198,7 @@ def vecmat_program(t: DataType, *, first: bool) -> Program:
     """Column sums in two passes. ``first``: ``part[c * cols + j] = sum over rows r of chunk c of
     g[r] * m[r * cols + j]`` (``cols = len(v)``, chunks of ``ceil(rows / chunks)`` rows, ``chunks =
     len(part) / cols``). Otherwise ``gv[j] = sum_c part[c * cols + j]`` in chunk order."""
-    a = _acc(t)
+    a = accumulator_type(Combine.ADD, t)
     i, j, c = var("i"), var("j"), var("c")
     if first:
         bufs = [read("m", 0, t), read("g", 1, t), read("v", 2, t), output("part", 3, a)]
@@ -286,7 +282,7 @@ def _matvec_grad(op: tuple[str], inputs: tuple[Any, ...], backend: str | None) -
     if arrs["g"].shape != (rows,):
         raise OpsError(f"g has shape {arrs['g'].shape}, expected ({rows},). Fix: pass one cotangent per row")
     t = arrs["m"].dtype
-    a = _acc(t)
+    a = accumulator_type(Combine.ADD, t)
     gm, gv = ctx.empty(rows * cols, t), ctx.empty(cols, t)
     if rows * cols:
         ctx.run(outer_program(t), {"g": arrs["g"].data, "v": arrs["v"].data, "gm": gm}, -(-rows * cols // 256))

@@ -36,7 +36,7 @@ from ..ir import (
     unop, var, wgid, workgroup,
 )
 from ._blocks import (
-    CPU_LANES, CPU_PAIR, Combine, all_of, bounded_span, lane_reduce, tree, workgroup_combine,
+    CPU_LANES, CPU_PAIR, Combine, accumulator_type, all_of, bounded_span, lane_reduce, tree, workgroup_combine,
 )
 from ._axes import along, matrix_axis, whole_keepdims
 from .colwise import MIN_INNER, column_block, reduce_columns, reduce_matrix_columns
@@ -95,12 +95,6 @@ class Reduce(enum.Enum):
                 return x * x
 
 
-def accumulator(kind: Reduce, t: DataType) -> DataType:
-    """f32 sums accumulate in f64 (exact products, 2^29 times less rounding, no overflow); max and
-    min need no wider type."""
-    return F64 if kind.combine is Combine.ADD else t
-
-
 class Post(enum.Enum):
     """What the pass that writes the final value applies to it."""
 
@@ -120,7 +114,7 @@ def full_program(kind: Reduce, t_in: DataType, t_out: DataType, *, gpu: bool, po
     (and ``y``), for ``g < len(out)``; ``len(out)`` is the number of workgroups (GPU form) or blocks
     (CPU form) the pass is dispatched over. ``post`` applies to each partial: dispatch the last
     pass over one workgroup to get the final value."""
-    a = acc or accumulator(kind, t_in)
+    a = acc or accumulator_type(kind.combine, t_in)
     comb = kind.combine
     bufs = [read("x", 0, t_in)]
     if kind.inputs == 2:
@@ -260,7 +254,7 @@ def _passes(kind: Reduce, t: DataType, post: Post, n: int, gpu: bool, cap: int
             ) -> tuple[tuple[Program, int, DataType], ...]:
     """The passes of ``kind`` over ``n`` elements of ``t``: per pass its program, its workgroups /
     blocks and its output type; the last pass has one workgroup and writes the value."""
-    a = accumulator(kind, t)
+    a = accumulator_type(kind.combine, t)
     exact = kind.combine is not Combine.ADD
     g = _partials(n, gpu, cap, exact)
     t_in = t
@@ -283,7 +277,7 @@ def _passes(kind: Reduce, t: DataType, post: Post, n: int, gpu: bool, cap: int
 def _run_full(ctx: Ctx, kind: Reduce, arrs: dict[str, Arr], post: Post, deterministic: bool = False) -> Any:
     t = arrs["x"].dtype
     gpu = _gpu_form(ctx)
-    a = accumulator(kind, t)
+    a = accumulator_type(kind.combine, t)
     cap = _cap(ctx, full_program(kind, t, a, gpu=True, acc=a), deterministic) if gpu else 0
     inputs = {name: arr.data for name, arr in arrs.items()}
     for prog, g, t_out in _passes(kind, t, post, arrs["x"].size, gpu, cap):

@@ -30,12 +30,12 @@ from typing import Any
 
 
 from ..ir import (
-    F64, BufferDecl, DataType, Expr, Node, Program, UnOpKind, buflen, cast, exp, gid, if_, let, lid,
+    BufferDecl, DataType, Expr, Node, Program, UnOpKind, buflen, cast, exp, gid, if_, let, lid,
     load, log, output, read, select, store, u32, unop, var, wgid,
 )
 from ..ir.expr import lit
 from ._axes import Along, along, from_rows, matrix_axis, per_row, rows_of_stat, to_rows
-from ._blocks import Combine, kind_combine, kind_term, kind_total, workgroup_combine
+from ._blocks import Combine, accumulator_type, kind_combine, kind_term, kind_total, workgroup_combine
 from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
 from ._plans import planned
 from ._runtime import Ctx, OpsError, prepare
@@ -122,13 +122,6 @@ class RowBuilder:
         return Program.wrapped(self.bufs + lanes, self.wg if self.gpu else 1, body)
 
 
-def _acc(t: DataType, resident: int) -> DataType:
-    """Accumulator type of row sums: f64 for f32 rows that are summed sequentially (loops); the
-    resident GPU form sums pairwise (a tree over each invocation's elements, then the shuffle
-    tree), which keeps f32 accurate without the registers f64 would need."""
-    return F64 if t is DataType.F32 and not resident else t
-
-
 def _shift(m: Expr, t: DataType) -> Expr:
     """The row maximum used as the shift: 0 when it is infinite (or NaN, which propagates anyway)."""
     return select(unop(UnOpKind.IS_FINITE, m), m, lit(0.0, t))
@@ -151,7 +144,7 @@ def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256, resident: i
     b.buf(output("out", 1, t))
     rl = b.begin("x")
     comb = kind_combine(kind)
-    a = _acc(t, b.resident) if comb is Combine.ADD else t
+    a = accumulator_type(comb, t, pairwise=bool(b.resident))
     nodes, part = rl.reduce("s", comb, a, lambda ld: kind_term(kind, a, ld("x")), ("x",))
     b.stmts += nodes
     total = b.combine("t", part, comb, a)
@@ -223,7 +216,7 @@ def layer_norm_program(t: DataType, eps: float, *, gpu: bool, wg: int = 256, res
     ``torch.nn.functional.layer_norm(x, (cols,))``); ``mean[r]`` and ``rstd[r]`` are kept for the
     gradient. Two passes over the row, accumulated in f64 for f32."""
     b = RowBuilder(gpu, wg, "mean", resident, lanes)
-    a = _acc(t, b.resident)
+    a = accumulator_type(Combine.ADD, t, pairwise=bool(b.resident))
     b.buf(read("x", 0, t))
     b.buf(output("y", 1, t))
     b.buf(output("mean", 2, t))
@@ -290,7 +283,7 @@ def layer_norm_grad_program(t: DataType, *, gpu: bool, wg: int = 256, resident: 
         lanes: bool = False) -> Program:
     """``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` per row, ``xhat = (x - mean) * rstd``."""
     b = RowBuilder(gpu, wg, "mean", resident, lanes)
-    a = _acc(t, b.resident)
+    a = accumulator_type(Combine.ADD, t, pairwise=bool(b.resident))
     b.buf(read("x", 0, t))
     b.buf(read("g", 1, t))
     b.buf(read("mean", 2, t))
