@@ -347,8 +347,8 @@ def reduce_columns(kind: str, x: Any, al: Along, block: tuple[int, int, int], ke
 def reduce_matrix_columns(kind: str, x: Any, backend: str | None) -> Any:
     """``kind`` of each column of 2-D ``x`` (at least MIN_INNER columns): :func:`reduce_columns`
     along axis 0 of a matrix, without reading the axes (the common call: about 1 us less)."""
-    rows, cols = x.shape
-    r = _columns(kind, x, (1, rows, cols), backend, shape=(cols,))
+    # one key per kind: the block and the result's shape follow from x's shape (in the plan key)
+    r = planned(_MATRIX_KEYS[kind], (x,), backend, _col_checked)
     return host_indices(r) if kind == "argmax" else r
 
 
@@ -361,9 +361,16 @@ def _columns(kind: str, x: Any, block: tuple[int, int, int], backend: str | None
     return planned(("col_" + kind, block, gpu_form, split_rows, shape), (x,), backend, _col_checked)
 
 
-def _col_checked(op: tuple[str, tuple[int, int, int], bool | None, int | None, tuple[int, ...] | None],
+_MATRIX_KEYS = {kind: ("col_" + kind, None, None, None, None) for kind in COL_KINDS}
+
+
+def _col_checked(op: tuple[str, tuple[int, int, int] | None, bool | None, int | None, tuple[int, ...] | None],
                  inputs: tuple[Any, ...], backend: str | None) -> Any:
-    name, (outer, red, inner), gpu_form, split_rows, shape = op
+    name, block, gpu_form, split_rows, shape = op
+    if block is None:  # a matrix along axis 0 (reduce_matrix_columns)
+        rows, cols = inputs[0].shape
+        block, shape = (1, rows, cols), (cols,)
+    outer, red, inner = block
     shape = shape or (outer * inner,)
     kind = name[4:]
     ctx, arrs = prepare({"x": inputs[0]}, backend)

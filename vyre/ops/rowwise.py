@@ -358,7 +358,10 @@ def reduce_rows(kind: str, x: Any, al: Along, keepdims: bool, backend: str | Non
 def reduce_matrix_rows(kind: str, x: Any, backend: str | None) -> Any:
     """``kind`` (one of ROW_KINDS) of each row of 2-D ``x``: :func:`reduce_rows` along the last
     axis of a matrix, without reading the axes (the common call: 1-1.5 us less)."""
-    return planned(("row_" + kind, None), (x,), backend, _row_reduce_checked)
+    return planned(_ROW_KEYS[kind], (x,), backend, _row_reduce_checked)
+
+
+_ROW_KEYS = {kind: ("row_" + kind, None) for kind in ROW_KINDS}
 
 
 def row_sum(x: Any, *, backend: str | None = None) -> Any:
