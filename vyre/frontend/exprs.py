@@ -111,10 +111,11 @@ class ExprLowering:
     def note(self, n: Node, node: ast.AST) -> Node: raise NotImplementedError
 
     def fail(self, node: ast.AST | None, what: str, fix: str) -> NoReturn:
-        raise self.src.error(node, what, fix)
+        # from None: raised while handling an internal TypeProblem, the user's error stands alone
+        raise self.src.error(node, what, fix) from None
 
     def problem(self, node: ast.AST, p: TypeProblem) -> NoReturn:
-        raise self.src.error(node, p.what, p.fix)
+        raise self.src.error(node, p.what, p.fix) from None
 
     def mark_read(self, buf: BufRef, node: ast.AST, how: str = "loads from it") -> None:
         """``buf`` is read here (a load, an in-place update, an atomic): not a WriteOnly array."""
