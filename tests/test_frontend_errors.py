@@ -397,6 +397,8 @@ def test_rejected_constructs_point_at_the_line_with_a_fix(name: str, tmp_path: P
     assert caret.strip() and set(caret.strip()) == {"^"}
     fix_text = msg[msg.index("Fix: "):]
     assert fix in fix_text, msg
+    # the user's error alone: no "during handling of the above exception" with the frontend's own
+    assert e.__suppress_context__ or e.__context__ is None
 
 
 def test_source_must_be_readable() -> None:
