@@ -33,7 +33,7 @@ from __future__ import annotations
 import builtins
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -145,15 +145,19 @@ def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
         common: Expr = var("s0len")
         for q in range(1, nrows):
             common = minimum(common, var(f"s{q}len"))
-        terms = [kind_term(kind, a, load("x", var(f"s{q}lo") + k)) for q in range(nrows)]
-        step_nodes, part = tree("rv", terms, comb)
-        rows.append(loop("rq", u32(0), var("red") / u32(nrows), [
-            *spans, let("sl", common),
-            loop("k", u32(0), var("sl"), [*step_nodes, store(lanes, k, comb.step(load(lanes, k), part))]),
-        ]))
+
+        def step(at: Expr) -> list[Node]:
+            terms = [kind_term(kind, a, load("x", var(f"s{q}lo") + at)) for q in range(nrows)]
+            step_nodes, part = tree("rv", terms, comb)
+            return [*step_nodes, store(lanes, k, comb.step(load(lanes, k), part))]
+
+        rows.append(loop("rq", u32(0), var("red") / u32(nrows),
+                         [*spans, let("sl", common), *_whole_block("sl", block, step)]))
         first_single = (var("red") / u32(nrows)) * u32(nrows)
     rows.append(loop("r", first_single, var("red"), [
-        *span(r, "s"), loop("k", u32(0), var("slen"), [*fold(load("x", var("slo") + k))])]))
+        # one row per step (max, min, argmax; the sums' last rows): a loop to the segment's length
+        # (a constant 64 is unrolled before it is vectorised: 16x1024 max 3.2 -> 6.0 us)
+        *span(r, "s"), loop("k", u32(0), var("slen"), fold(load("x", var("slo") + k)))]))
 
     nb = (var("inner") + u32(block - 1)) / u32(block)
     return [
@@ -168,6 +172,22 @@ def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
             *bounded_span(buflen("out"), var("o") * var("inner") + var("i0"), var("w"), "d"),
             loop("k", u32(0), var("dlen"), [store("out", var("dlo") + k, result(k))]),
         ]),
+    ]
+
+
+def _whole_block(length: str, block: int, step: Callable[[Expr], list[Node]]) -> list[Node]:
+    """``step(k)`` for lane ``k`` of a row segment of ``length`` (a local: at most ``block``)
+    elements: a whole block as a loop of constant trip count (vectorised with no remainder), a
+    partial one (the last columns) as a loop from 0 to its length. The whole block is written as
+    the lane folds' steps are (``len / block`` of them), which the range analysis proves in range. The
+    sums' 4-row steps (blocks of 128): kernels of f32 ``sum(a, 0)`` 16x1024 2.9 -> 2.4 us, 256x256
+    9.5 -> 7.0, 2048x2048 977 -> 950."""
+    k, whole = var("k"), var(f"{length}_w")
+    at = var(f"{length}_j") * u32(block) + k
+    return [
+        let(whole.name, var(length) / u32(block)),  # 1 or 0
+        if_(whole.gt(u32(0)), [loop(f"{length}_j", u32(0), whole, [loop("k", u32(0), u32(block), step(at))])],
+            [loop("k", u32(0), var(length), step(k))]),
     ]
 
 
