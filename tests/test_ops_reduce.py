@@ -4,6 +4,7 @@ docs/ops.md, determinism and bad input. The simulator runs in tests/test_ops_sim
 
 from __future__ import annotations
 
+import builtins
 import math
 from builtins import max as builtins_max
 
@@ -81,7 +82,7 @@ def test_gpu_form_multi_workgroup_passes() -> None:
     """Enough elements for several workgroups and a second pass over their partials, with the maximum
     and a NaN placed late (the second pass must keep the lowest index)."""
     rng = np.random.default_rng(1)
-    n = 2 * R.GPU_WG * R.GPU_UNROLL + 77
+    n = builtins.max(2 * R.GPU_WG * R.GPU_UNROLL, R.GPU_ONE_PASS) + 77  # past one pass's length
     x = rng.standard_normal(n)
     x[[5, n - 3]] = 9.0
     assert A._argmax(x, "interp", True) == 5
@@ -90,6 +91,34 @@ def test_gpu_form_multi_workgroup_passes() -> None:
     x[n - 2] = math.nan
     assert A._argmax(x, "interp", True) == n - 10
     assert math.isnan(_run(R.Reduce.MAX, R.Post.NONE, {"x": x}, "interp", True))
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.one_of(st.integers(1, 1 << 20), st.sampled_from([R.GPU_ONE_PASS, R.GPU_ONE_PASS + 1])),
+       exact=st.booleans())
+def test_small_gpu_reductions_take_one_pass(n: int, exact: bool) -> None:
+    """Up to GPU_ONE_PASS elements a GPU reduction is one pass of one workgroup (one launch), past it
+    several workgroups and a pass over their partials; the plan depends on the length alone."""
+    from vyre.ir import F32
+
+    kind = R.Reduce.MAX if exact else R.Reduce.SUM
+    passes = R._passes(kind, F32, R.Post.NONE, n, True, 1056)
+    assert [g for _, g, _ in passes] == ([1] if n <= R.GPU_ONE_PASS else [builtins.min(1056, -(-n // 2048)), 1])
+    assert [g for _, g in A._argmax_passes(F32, n, True, 1056)] == [g for _, g, _ in passes]
+
+
+def test_one_pass_and_two_at_the_boundary_on_the_interpreter() -> None:
+    """The GPU form at GPU_ONE_PASS elements (one workgroup, each invocation several steps) and one
+    past it (two passes), with the maximum and a NaN late: numpy's answers."""
+    for n in (R.GPU_ONE_PASS, R.GPU_ONE_PASS + 1):
+        x = np.random.default_rng(n).standard_normal(n)
+        x[[3, n - 2]] = 7.0
+        assert A._argmax(x, "interp", True) == 3
+        check_sum(_run(R.Reduce.SUM, R.Post.NONE, {"x": x}, "interp", True), x)
+        assert _run(R.Reduce.MAX, R.Post.NONE, {"x": x}, "interp", True) == 7.0
+        x[n - 1] = math.nan
+        assert A._argmax(x, "interp", True) == n - 1
+        assert math.isnan(_run(R.Reduce.MIN, R.Post.NONE, {"x": x}, "interp", True))
 
 
 @settings(max_examples=15, deadline=None)

@@ -51,6 +51,12 @@ __all__ = [
 
 GPU_WG = 256
 GPU_UNROLL = 8
+#: GPU whole-array reductions of at most this many elements run as one pass of one workgroup (each
+#: invocation at most 8 steps of GPU_UNROLL loads): one launch instead of two, whose host time is
+#: most of a call of that size. H200, 2^14 f32: a call that waits for its answer 46 -> 36 us
+#: (sum), 54 -> 42 (argmax), GPU time 2.8 -> 4.3 us; at 2^16 one pass took 4x the GPU time
+#: (bench/one_pass_probe.py, BENCHMARKS.md)
+GPU_ONE_PASS = 1 << 14
 #: CPU forms (full_program, argmax_program): elements per block at most (one workgroup; blocks run
 #: in parallel). Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a
 #: little overhead.
@@ -232,9 +238,12 @@ def _gpu_form(ctx: Ctx) -> bool:
 
 
 def _partials(n: int, gpu: bool, cap: int = 0, exact: bool = False) -> int:
-    """Workgroups (GPU: at most ``cap``) or blocks (CPU: of CPU_BLOCK, of CPU_BLOCK_EXACT where the
-    result is ``exact``, whatever the partition) of a pass over ``n`` elements."""
+    """Workgroups (GPU: at most ``cap``; one up to GPU_ONE_PASS elements) or blocks (CPU: of
+    CPU_BLOCK, of CPU_BLOCK_EXACT where the result is ``exact``, whatever the partition) of a pass
+    over ``n`` elements."""
     if gpu:
+        if n <= GPU_ONE_PASS:
+            return 1
         return builtins.max(1, builtins.min(cap or gpu_workgroups_cap(), -(-n // (GPU_WG * GPU_UNROLL))))
     return builtins.max(1, -(-n // (CPU_BLOCK_EXACT if exact else CPU_BLOCK)))
 
