@@ -681,14 +681,18 @@ def ops():
         "torch fwd+bwd (cuBLAS)", rel(gv, m.astype(cp.float64).sum(axis=0)))
     x = cp.random.standard_normal(n, dtype=cp.float32)
     small = cp.random.standard_normal(1 << 12, dtype=cp.float32)
+    mid = cp.random.standard_normal(1 << 16, dtype=cp.float32)
     h_sum = host_time_per_call(lambda: vo.sum(small), n=2000)
     h_cp = host_time_per_call(lambda: cp.sum(small), n=2000)
+    h_sum2 = host_time_per_call(lambda: vo.sum(mid), n=2000)
+    h_cp2 = host_time_per_call(lambda: cp.sum(mid), n=2000)
     h_sm = host_time_per_call(lambda: vo.softmax(tx[:4]), n=2000)
     h_tsm = host_time_per_call(lambda: torch.softmax(tx[:4], -1), n=2000)
     h_mv = host_time_per_call(lambda: vo.matvec(m[:8], v), n=2000)
     h_cmv = host_time_per_call(lambda: m[:8] @ v, n=2000)
-    print(f"\nhost time per call (4096 elements, two launches): vyre.ops.sum {h_sum * 1e6:.1f} us, cupy.sum "
-          f"{h_cp * 1e6:.1f} us; vyre.ops.softmax (4 rows, one launch) {h_sm * 1e6:.1f} us, torch.softmax "
+    print(f"\nhost time per call: vyre.ops.sum of 4096 elements (one launch) {h_sum * 1e6:.1f} us, cupy.sum "
+          f"{h_cp * 1e6:.1f} us; of 2^16 (two launches) {h_sum2 * 1e6:.1f} us, cupy.sum {h_cp2 * 1e6:.1f} us; "
+          f"vyre.ops.softmax (4 rows, one launch) {h_sm * 1e6:.1f} us, torch.softmax "
           f"{h_tsm * 1e6:.1f} us; vyre.ops.matvec (8 rows) {h_mv * 1e6:.1f} us, cupy m @ v {h_cmv * 1e6:.1f} us")
     res["host_us"] = {"vyre_sum": h_sum * 1e6, "cupy_sum": h_cp * 1e6, "vyre_softmax": h_sm * 1e6,
                       "torch_softmax": h_tsm * 1e6, "vyre_matvec": h_mv * 1e6, "cupy_matvec": h_cmv * 1e6}
