@@ -287,26 +287,6 @@ def workgroup_combine(prefix: str, value: Expr, comb: Combine, t: DataType, wg: 
 NO_INDEX = 0xFFFFFFFF
 
 
-def workgroup_min_u32(prefix: str, value: Expr, wg: int) -> tuple[list[Node], Expr, list[BufferDecl]]:
-    """:func:`workgroup_combine` for u32 values under ``min`` (an index: the lowest of the
-    workgroup's, NO_INDEX where none has one); every invocation gets the result."""
-    s = f"{prefix}_s"
-    nodes: list[Node] = [let(s, subgroup_reduce(BinOpKind.MIN, value))]
-    nw = wg // SUBGROUP
-    if nw == 1:
-        return nodes, var(s), []
-    tile = workgroup(f"{prefix}_tile", nw, U32)
-    nodes += [
-        if_(lane().eq(u32(0)), [store(tile, lid() / u32(SUBGROUP), var(s))]),
-        barrier(),
-        let(f"{prefix}_part", select(lane().lt(u32(nw)), tile[lane()], u32(NO_INDEX))),
-        let(f"{prefix}_g", subgroup_reduce(BinOpKind.MIN, var(f"{prefix}_part"))),
-    ]
-    return nodes, var(f"{prefix}_g"), [tile]
-
-
-
-
 def beats(v: Expr, i: Expr, m: Expr, mi: Expr) -> Expr:
     """argmax's rule: does candidate ``(v, i)`` (a value and its index) beat ``(m, mi)``? NaN beats
     everything but an earlier NaN; among equal values the lower index wins, so the result does not

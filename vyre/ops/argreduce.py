@@ -11,6 +11,7 @@ segment of each lane that holds the maximum (docs/ops.md).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,7 @@ from ..ir.expr import lit
 from ._axes import Along, along, matrix_axis, per_row, to_rows, whole_keepdims
 from ._blocks import (
     NO_INDEX, SUBGROUP, Combine, all_of, beats, bounded_span, halving, isnan, lane_fold, merge_argmax, nan,
-    nan_flags, subgroup_combine, takes, workgroup_min_u32,
+    nan_flags, subgroup_combine, takes,
 )
 from ._rows import LANES_MIN_COLS, Access
 from ._plans import planned
@@ -78,13 +79,25 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
         ]
     else:
         body += _argmax_strided(t, n, s)
-    # across the subgroup: the max (NaN flagged separately), then the lowest index holding it
-    nodes, wmax = subgroup_combine("w", var("m"), Combine.MAX, t)
-    body += [*nodes, let("wm", wmax)]
-    body += _lowest_index("w", var("m"), var("mi"), var("wm"))
-    nw = GPU_WG // SUBGROUP
+    nodes, gm, gi, tiles = _workgroup_argmax(t, var("m"), var("mi"), GPU_WG)
+    bufs += tiles
+    body += nodes
+    body.append(if_(lid().eq(u32(0)), [store(val, wgid(), gm), store(idx, wgid(), gi)]))
+    return Program.wrapped(bufs, GPU_WG, body)
+
+
+def _workgroup_argmax(t: DataType, m: Expr, mi: Expr, wg: int) -> tuple[list[Node], Expr, Expr, list[BufferDecl]]:
+    """The (maximum, lowest index holding it) over a workgroup of ``wg`` invocations, each holding
+    its candidate ``(m, mi)``: across each subgroup the maximum (NaN flagged separately), then the
+    lowest index among the lanes holding it; one slot pair per subgroup in workgroup memory, a
+    barrier, and the same over the slots. Every invocation gets the result. Returns the
+    statements, the maximum, its index and the workgroup buffers used."""
+    nodes, wmax = subgroup_combine("w", m, Combine.MAX, t)
+    body: list[Node] = [*nodes, let("wm", wmax), *_lowest_index("w", m, mi, var("wm"))]
+    nw = wg // SUBGROUP
+    if nw == 1:
+        return body, var("wm"), var("w_i"), []
     tv, ti = workgroup("tv", nw, t), workgroup("ti", nw, U32)
-    bufs += [tv, ti]
     body += [
         if_(lane().eq(u32(0)), [store(tv, lid() / u32(SUBGROUP), var("wm")),
                                 store(ti, lid() / u32(SUBGROUP), var("w_i"))]),
@@ -93,10 +106,8 @@ def argmax_program(t: DataType, *, gpu: bool, indexed: bool) -> Program:
         let("pi", select(lane().lt(u32(nw)), ti[lane()], u32(NO_INDEX))),
     ]
     nodes, gmax = subgroup_combine("g", var("pm"), Combine.MAX, t)
-    body += [*nodes, let("gm", gmax)]
-    body += _lowest_index("g", var("pm"), var("pi"), var("gm"))
-    body.append(if_(lid().eq(u32(0)), [store(val, wgid(), var("gm")), store(idx, wgid(), var("g_i"))]))
-    return Program.wrapped(bufs, GPU_WG, body)
+    body += [*nodes, let("gm", gmax), *_lowest_index("g", var("pm"), var("pi"), var("gm"))]
+    return body, var("gm"), var("g_i"), [tv, ti]
 
 
 def _argmax_strided(t: DataType, n: Expr, s: Expr) -> list[Node]:
@@ -312,11 +323,10 @@ def _argmax_checked(op: tuple[str, bool, bool | None], inputs: tuple[Any, ...], 
 def row_argmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int = 0, lanes: bool = False
                        ) -> Program:
     """``idx[r]`` (u32): the column of row ``r``'s first maximum, numpy's rule (the first NaN if
-    the row has one; ties to the lowest column); ``NO_INDEX`` for an empty row. The GPU form makes
-    two passes over the row: its NaN-propagating maximum (a reduction like ``row_program("max")``'s),
-    then the lowest column holding it (each invocation takes the first in its share, which it
-    visits in increasing order; the workgroup takes the least). The CPU form makes one
-    (:func:`_row_argmax_cpu`)."""
+    the row has one; ties to the lowest column); ``NO_INDEX`` for an empty row. GPU form: each
+    invocation keeps the first maximum of its share, which it visits in increasing order, and
+    the workgroup combines the (value, column) pairs once (:func:`_workgroup_argmax`). The CPU
+    form makes one pass through lane slots (:func:`_row_argmax_cpu`)."""
     b = RowBuilder(gpu, wg, "idx", resident, lanes)
     b.buf(read("x", 0, t))
     b.buf(output("idx", 1, U32))
@@ -325,20 +335,23 @@ def row_argmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int =
         b.stmts += _row_argmax_cpu(b, t)
         b.store_stat("idx", var("best"))
         return b.program()
-    nodes, part = rl.reduce("m", Combine.MAX, t, lambda ld: ld("x"), ("x",))
-    b.stmts += nodes
-    b.stmts += [let("mx", b.combine("mt", part, Combine.MAX, t)), let("first", u32(NO_INDEX))]
-    mx = var("mx")
+    # each invocation visits its columns in increasing order (resident: lane + k * wg; looping:
+    # the steps in order), so it keeps its first maximum without comparing columns; then one
+    # combine of (value, column) pairs over the workgroup
+    b.stmts += [let("m", lit(-math.inf, t)), let("mi", u32(NO_INDEX))]
+
+    names = itertools.count()
 
     def visit(ld: Access, i: Expr) -> list[Node]:
-        hit = select(isnan(mx), isnan(ld("x")), ld("x").eq(mx))
-        return [if_(var("first").eq(u32(NO_INDEX)).and_(hit), [assign("first", i - var("base"))])]
+        v = var(f"v{next(names)}")  # one name per element: an unrolled step visits several in one scope
+        return [let(v.name, ld("x")), if_(takes(v, var("m")).or_(var("mi").eq(u32(NO_INDEX))),
+                                          [assign("m", v), assign("mi", i - var("base"))])]
 
     b.stmts += rl.each("f", visit, ("x",), ())
-    more, total, tiles = workgroup_min_u32("fi", var("first"), wg)
-    b.stmts += more
+    nodes, _, gi, tiles = _workgroup_argmax(t, var("m"), var("mi"), wg)
+    b.stmts += nodes
     b.bufs += tiles
-    b.store_stat("idx", total)
+    b.store_stat("idx", gi)
     return b.program()
 
 
