@@ -292,7 +292,6 @@ class DevicePlan:
         launches = self.launches
         if launches is None:  # launch reads lengths from the arrays: flat views
             inputs = [x if x.ndim == 1 else x.reshape(-1) for x in inputs]
-        ctx = self.ctx(self.backend, self.kind, inputs[0])
         made = self.shared
         makers = self.makers
         home = self.home
@@ -301,6 +300,7 @@ class DevicePlan:
         if makers is not None:
             bufs = inputs + [m if m is not None else make() for m, make in zip(made, makers, strict=True)]
         else:
+            ctx = self.ctx(self.backend, self.kind, inputs[0])
             bufs = inputs + [m if m is not None else ctx.empty(n, t)
                              for m, (n, t) in zip(made, self.allocs, strict=True)]
         for k in self.carriers:
@@ -322,10 +322,17 @@ class DevicePlan:
             else:
                 for step in launches:
                     step(pointers, stream)
-        out = [ctx.result(bufs[a.buffer], a.shape) if a.how == RESULT
-               else ctx.scalar(bufs[a.buffer]) if a.how == SCALAR else ctx.index(bufs[a.buffer])
-               for a in self.answers]
-        return out[0] if self.single else tuple(out)
+        if self.single:
+            return _device_answer(bufs[self.answers[0].buffer], self.answers[0])
+        return tuple([_device_answer(bufs[a.buffer], a) for a in self.answers])
+
+
+def _device_answer(arr: Any, a: Answer) -> Any:
+    """A device plan's answer from its buffer, as the op's Ctx builds it for device callers: a
+    result shaped (a view), or element 0 as a 0-d view (an index stays uint32 on the device)."""
+    if a.how == RESULT:
+        return arr if arr.shape == a.shape else arr.reshape(a.shape)
+    return arr.reshape(()) if arr.shape[0] == 1 else arr[0:1].reshape(())
 
 
 class Recorder:
