@@ -2,7 +2,8 @@
 the accumulators per invocation and the row splits, against PyTorch's column reductions on the same
 card. Prints the GPU time (CUPTI, ``kernel_time``) and the host time per call of each setting.
 
-    python bench/colwise_gpu_tune.py            (device machine; bench/gpu.sh installs what it needs)
+    python bench/colwise_gpu_tune.py [TILES ...]   (device machine; bench/gpu.sh installs what it needs;
+                                                    TILES: narrow, fixed, wide64, wide128, wide256)
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from gpu_bench import host_time_per_call, kernel_time
 from vyre.ops import _plans, colwise as C
 
 #: the settings tried: the tiles ("narrow": tile_cols; "fixed": 32 columns for every inner
-#: extent; "wide64"/"wide128": 64 or 128 columns where the extent allows, which needs
-#: tiled_program to accept those widths), accumulators, target workgroups, least rows per split,
+#: extent; "wide64"/"wide128"/"wide256": 64 to 256 columns where the extent allows, which needs
+#: tiled_program to accept those widths; the tiles are the script's arguments, "narrow" without),
+#: accumulators, target workgroups, least rows per split,
 #: most splits (earlier runs also tried 16 row slices and 2048 workgroups: slower everywhere; 4
 #: and 8 accumulators, 128 rows a split, 64 and 1024 splits; BENCHMARKS.md)
-GRID = (("narrow", "fixed"), (8,), (1024,), (64,), (256,))
+GRID = ((sys.argv[1:] or ["narrow"]), (8,), (1024,), (64,), (256,))
 SHAPES = [((4096, 4096), 0), ((256, 65536), 0), ((65536, 256), 0), ((64, 4096, 64), 1), ((1024, 16384), 0),
           ((64, 262144), 0)]
 
@@ -32,7 +34,8 @@ SHAPES = [((4096, 4096), 0), ((256, 65536), 0), ((65536, 256), 0), ((64, 4096, 6
 NARROW = C.tile_cols
 TILE_COLS_OF = {"narrow": NARROW, "fixed": lambda inner: 32,
                 "wide64": lambda inner: NARROW(inner) if inner < 64 else 64,
-                "wide128": lambda inner: NARROW(inner) if inner < 128 else 128}
+                "wide128": lambda inner: NARROW(inner) if inner < 128 else 128,
+                "wide256": lambda inner: NARROW(inner) if inner < 256 else 256}
 
 
 def main() -> None:
