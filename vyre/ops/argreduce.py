@@ -177,7 +177,12 @@ def _argmax_lanes(t: DataType, bufs: list[BufferDecl], indexed: bool) -> Program
     def visit(i: Expr, tmp: str) -> list[Node]:
         """``best = min(best, index of i)`` where element ``i`` holds the maximum."""
         gi = var(f"{tmp}_i")
-        return [let(f"{tmp}_v", load("x", i)), let(gi.name, load("xi", i) if indexed else i),
+        if not indexed:
+            # the index is the position, known before the load: a lane's elements come in order,
+            # so once one holds the maximum the rest of the lane is skipped without loading it
+            return [if_(i.lt(best), [let(f"{tmp}_v", load("x", i)),
+                                     if_(hit(var(f"{tmp}_v")), [assign("best", i)])])]
+        return [let(f"{tmp}_v", load("x", i)), let(gi.name, load("xi", i)),
                 if_(hit(var(f"{tmp}_v")).and_(gi.lt(best)), [assign("best", gi)])]
 
     seg, ns, s = var("seg"), var("ns"), var("s")
