@@ -296,12 +296,14 @@ def beats(v: Expr, i: Expr, m: Expr, mi: Expr) -> Expr:
             .or_(isnan(m).and_(isnan(v)).and_(earlier)))
 
 
-def takes(v: Expr, m: Expr) -> Expr:
+def takes(v: Expr, m: Expr, mi: Expr | None = None) -> Expr:
     """argmax's rule for a slot that sees its candidates in increasing index order: take ``v`` over
     the held ``m`` when it is larger, or the first NaN (once a NaN is held it stays), so the slot
-    holds the first maximum without comparing indices. A slot holding nothing yet (``NO_INDEX``,
-    ``-inf``) must also take its first candidate (an all ``-inf`` share): callers add that."""
-    return v.gt(m).or_(isnan(v).and_(isnan(m).not_()))
+    holds the first maximum without comparing indices. With the slot's index ``mi``, a slot holding
+    nothing yet (``NO_INDEX``, with ``-inf``) also takes its first candidate, so an all ``-inf``
+    share answers its first index."""
+    rule = v.gt(m).or_(isnan(v).and_(isnan(m).not_()))
+    return rule if mi is None else rule.or_(mi.eq(u32(NO_INDEX)))
 
 
 def merge_argmax(prefix: str, pairs: list[tuple[Expr, Expr]]) -> tuple[list[Node], Expr, Expr]:

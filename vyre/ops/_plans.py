@@ -149,6 +149,7 @@ def _run_result(fn: Any, grid: int, n: int, dt: np.dtype, shape: tuple[int, ...]
     (a column reduction's length carrier) taken from ``spare`` as the general path does;
     ``order``: the kernel's arguments from (inputs, scratch, answer), where not in that order."""
     empty = np.empty
+    flat = shape == (n,)
     if scratch:
         def run_scratch(inputs: list[np.ndarray]) -> np.ndarray:
             try:
@@ -161,10 +162,10 @@ def _run_result(fn: Any, grid: int, n: int, dt: np.dtype, shape: tuple[int, ...]
             else:
                 fn(*order([*inputs, *bufs, answer]), grid, 1, 1)
             spare.append(bufs)
-            return answer if shape == (n,) else answer.reshape(shape)
+            return answer if flat else answer.reshape(shape)
 
         return run_scratch
-    if shape == (n,):
+    if flat:
         def run(inputs: list[np.ndarray]) -> np.ndarray:
             answer = empty(n, dt)
             fn(*inputs, answer, grid, 1, 1)
@@ -332,6 +333,12 @@ def _device_answer(arr: Any, a: Answer) -> Any:
     result shaped (a view), or element 0 as a 0-d view (an index stays uint32 on the device)."""
     if a.how == RESULT:
         return arr if arr.shape == a.shape else arr.reshape(a.shape)
+    return device_element0(arr)
+
+
+def device_element0(arr: Any) -> Any:
+    """Element 0 of a flat device array as a 0-d view (CuPy, PyTorch, numba); a one-element
+    buffer is reshaped without slicing it first."""
     return arr.reshape(()) if arr.shape[0] == 1 else arr[0:1].reshape(())
 
 

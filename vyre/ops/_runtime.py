@@ -19,7 +19,7 @@ from ..driver.devices import array_device, on_device
 from ..errors import DispatchError
 from ..ir import DataType, Program
 from ._launch import launch
-from ._plans import INDEX, RESULT, SCALAR, Recorder, recording
+from ._plans import INDEX, RESULT, SCALAR, Recorder, device_element0, recording
 
 __all__ = ["OpsError", "Arr", "Ctx", "prepare"]
 
@@ -187,7 +187,7 @@ class Ctx:
         elif self.kind is Kind.NUMPY:
             value = _to_host(arr)[0]
         else:
-            value = arr[0:1].reshape(())  # a 0-d view on the device (CuPy, PyTorch, numba)
+            value = device_element0(arr)
         if self.recorder is not None:
             self.recorder.answer(value, arr, SCALAR)
         return value

@@ -124,7 +124,7 @@ def _argmax_strided(t: DataType, n: Expr, s: Expr) -> list[Node]:
         m, mi = var(f"m{k}"), var(f"mi{k}")
         x = var(v)
         return [let(v, load("x", i)),
-                if_(takes(x, m).or_(mi.eq(u32(NO_INDEX))), [assign(m.name, x), assign(mi.name, i)])]
+                if_(takes(x, m, mi), [assign(m.name, x), assign(mi.name, i)])]
 
     body: list[Node] = []
     for k in range(unroll):
@@ -349,8 +349,8 @@ def row_argmax_program(t: DataType, *, gpu: bool, wg: int = 256, resident: int =
 
     def visit(ld: Access, i: Expr) -> list[Node]:
         v = var(f"v{next(names)}")  # one name per element: an unrolled step visits several in one scope
-        return [let(v.name, ld("x")), if_(takes(v, var("m")).or_(var("mi").eq(u32(NO_INDEX))),
-                                          [assign("m", v), assign("mi", i - var("base"))])]
+        return [let(v.name, ld("x")),
+                if_(takes(v, var("m"), var("mi")), [assign("m", v), assign("mi", i - var("base"))])]
 
     b.stmts += rl.each("f", visit, ("x",), ())
     nodes, _, gi, tiles = _workgroup_argmax(t, var("m"), var("mi"), wg)

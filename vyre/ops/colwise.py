@@ -279,7 +279,7 @@ def tiled_program(kind: str, t: DataType, *, first: bool, final: bool, cols: int
         row = var("rlo") + var("ty") + k * u32(nrows)
         idx = row if first else load("xi", at(k))
         # the first row visited is always taken (an all -inf column's answer is its first row)
-        take = takes(var(tmp), var(name)).or_(var(f"{name}i").eq(u32(NO_INDEX)))
+        take = takes(var(tmp), var(name), var(f"{name}i"))
         return [let(tmp, load("x", at(k))), let(f"{tmp}i", idx),
                 if_(take, [assign(name, var(tmp)), assign(f"{name}i", var(f"{tmp}i"))])]
 
