@@ -284,6 +284,22 @@ def test_bad_input_is_a_clear_error(call, fix: str) -> None:
     assert isinstance(info.value, ops.OpsError) or "backend" in fix
 
 
+@pytest.mark.parametrize("backend", ["cpu", "interp"])
+@pytest.mark.parametrize("call", [
+    lambda x, b: ops.sum(x, backend=b), lambda x, b: ops.max(x, backend=b), lambda x, b: ops.argmax(x, backend=b),
+    lambda x, b: ops.sum(x, 0, backend=b), lambda x, b: ops.argmax(x, 1, backend=b),
+    lambda x, b: ops.mean(x, (0, 1), keepdims=True, backend=b),
+    lambda x, b: ops.softmax(x, backend=b), lambda x, b: ops.layer_norm(x, backend=b),
+    lambda x, b: ops.dot(x.ravel(), x.ravel().data, backend=b), lambda x, b: ops.matvec(x.data, x[0], backend=b),
+])
+def test_a_masked_array_is_refused_not_read_without_its_mask(call, backend: str) -> None:
+    """numpy's reductions skip masked elements; vyre.ops would read them (the data holds them), so
+    a masked array is an error that says how to get the answer, never a silent wrong one."""
+    x = np.ma.array(np.arange(24, dtype=np.float32).reshape(3, 8), mask=np.arange(24).reshape(3, 8) % 5 == 0)
+    with pytest.raises(ops.OpsError, match=r"masked array.*Fix: pass x\.filled"):
+        call(x, backend)
+
+
 def test_device_array_on_a_host_backend_is_an_error() -> None:
     class FakeDevice:
         def __init__(self) -> None:

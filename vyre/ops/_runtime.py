@@ -55,6 +55,11 @@ class Arr(NamedTuple):  # not a dataclass: built per array per op call (a frozen
 
 def _kind(x: Any) -> Kind:
     if isinstance(x, np.ndarray):
+        if type(x).__module__.startswith("numpy.ma"):
+            # its data holds the masked elements too: a reduction over them would be silently wrong
+            raise OpsError(f"vyre.ops does not read masks, got a masked array ({type(x).__name__}). "
+                           "Fix: pass x.filled(v), with v the value a masked element stands for "
+                           "(0 for a sum, -np.inf for a max), or x.compressed()")
         return Kind.NUMPY
     mod = type(x).__module__
     # CuPy arrays and CUDA tensors by type: PyTorch builds its interface dict on every hasattr
