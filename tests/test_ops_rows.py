@@ -264,6 +264,34 @@ def test_matvec_gpu_form_knobs(data: st.DataObject) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("eps", [np.float32(1e-3), np.float64(1e-3), np.int64(0), 1, 0.0, 10**3])
+def test_layer_norm_takes_eps_as_any_real_number(eps) -> None:
+    """numpy scalars (a float32 eps from a config of float32s) and ints are eps as much as floats."""
+    x = np.random.default_rng(1).standard_normal((3, 5)).astype(np.float32)
+    want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + float(eps))
+    np.testing.assert_allclose(vo.layer_norm(x, eps=eps, backend="cpu"), want, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("eps", [-1.0, np.float32(-1), math.inf, math.nan, 10**400, True, np.bool_(True), "1e-5",
+                                 None, np.ones(1)])
+def test_layer_norm_refuses_an_eps_that_is_no_finite_real_number_at_least_0(eps) -> None:
+    with pytest.raises(vo.OpsError, match=r"eps must be .*Fix: pass e\.g\. eps=1e-5"):
+        vo.layer_norm(np.zeros((2, 3)), eps=eps, backend="cpu")
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, g: vo.softmax_grad(x, g, 1, backend="cpu"),
+    lambda x, g: vo.softmax_grad(x, g, backend="cpu"),
+    lambda x, g: vo.logsumexp_grad(x, g, np.zeros((2, 4)), 1, backend="cpu"),
+    lambda x, g: vo.layer_norm_grad(x, g, np.ones(2), np.ones(2), (1, 2), backend="cpu"),
+])
+def test_a_cotangent_that_is_no_array_says_so_on_every_axis(call) -> None:
+    """A list cotangent is refused as a list (what to pass instead), not as an array of shape ()."""
+    x = np.random.default_rng(2).random((2, 3, 4))
+    with pytest.raises(vo.OpsError, match=r"takes numpy arrays.*got list.*Fix: pass np\.asarray"):
+        call(x, x.tolist())
+
+
 def test_bad_shapes_are_clear_errors() -> None:
     with pytest.raises(vo.OpsError, match="2-D"):
         vo.row_sum(np.zeros(4), backend="cpu")

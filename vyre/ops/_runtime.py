@@ -73,7 +73,8 @@ def _kind(x: Any) -> Kind:
     if type(x).__module__.startswith("numba.cuda.simulator"):
         return Kind.DEVICE  # the simulator's device arrays export no interface
     raise OpsError(f"vyre.ops takes numpy arrays or device arrays (CuPy, PyTorch, numba), got "
-                   f"{type(x).__name__}. Fix: pass np.asarray(value, dtype=np.float32)")
+                   f"{type(x).__name__}. Fix: pass np.asarray(value, dtype=np.float32), or float64 where the "
+                   "call's other arrays are float64")
 
 
 _DTYPES: dict[Any, DataType] = {}  # an array's own dtype object -> its DataType (hashable in numpy,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from typing import Any
 
 
@@ -38,7 +39,7 @@ from ._axes import Along, along, from_rows, matrix_axis, per_row, rows_of_stat, 
 from ._blocks import Combine, accumulator_type, kind_combine, kind_term, kind_total, workgroup_combine
 from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
 from ._plans import planned
-from ._runtime import Ctx, OpsError, prepare
+from ._runtime import Ctx, OpsError, _kind, prepare
 
 __all__ = [
     "ROW_KINDS", "RowBuilder", "layer_norm", "layer_norm_grad", "layer_norm_grad_program", "layer_norm_program",
@@ -471,9 +472,7 @@ def layer_norm(x: Any, eps: float = 1e-5, axis: Any = -1, *, backend: str | None
     """Layer norm ``(x - mean) / sqrt(var + eps)`` along ``axis`` (the last by default; an int or a
     tuple of ints, normalised together), no affine parameters; with ``return_stats`` also the
     per-row ``mean`` and ``rstd`` (the kept axes' shape) that :func:`layer_norm_grad` takes."""
-    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps < 0:
-        raise OpsError(f"eps must be a finite float >= 0, got {eps!r}. Fix: pass e.g. eps=1e-5")
-    op = ("layer_norm", float(eps), return_stats, _gpu_form)
+    op = ("layer_norm", _eps(eps), return_stats, _gpu_form)
     if matrix_axis(x, axis) == 1:
         return planned(op, (x,), backend, _layer_norm)
     al = along(x, axis)
@@ -482,6 +481,18 @@ def layer_norm(x: Any, eps: float = 1e-5, axis: Any = -1, *, backend: str | None
         y, mean, rstd = out
         return from_rows(y, al), per_row(mean, al), per_row(rstd, al)
     return from_rows(out, al)
+
+
+def _eps(eps: Any) -> float:
+    """``eps`` as a float: any finite real number >= 0 (a Python or numpy int or float, not a bool)."""
+    if isinstance(eps, numbers.Real) and not isinstance(eps, bool):
+        try:
+            e = float(eps)
+        except OverflowError:  # an int past the float range
+            e = math.inf
+        if math.isfinite(e) and e >= 0:
+            return e
+    raise OpsError(f"eps must be a finite real number >= 0, got {eps!r}. Fix: pass e.g. eps=1e-5")
 
 
 def _layer_norm(op: tuple[str, float, bool, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:
@@ -529,7 +540,9 @@ def _layer_norm_grad(op: tuple[str, bool | None], inputs: tuple[Any, ...], backe
 
 def _same_shapes(al: Along, g: Any, name: str) -> None:
     """A cotangent of the forward output's shape (checked before the rows hide a mismatch)."""
-    shape = tuple(int(d) for d in getattr(g, "shape", ()))
+    if not hasattr(g, "shape"):
+        _kind(g)  # not an array: says what it takes
+    shape = tuple(int(d) for d in g.shape)
     if shape != al.shape:
         raise OpsError(f"{name} has shape {shape} but the output has {al.shape}. "
                        "Fix: pass a cotangent of the output's shape")
