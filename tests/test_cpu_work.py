@@ -114,6 +114,31 @@ def cols_ok(per_row: Any, cols: list[int]) -> bool:
     return growing and all(w >= c for w, c in zip(costs, cols, strict=True))
 
 
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 40), width=st.integers(1, 300), chain=st.integers(0, 20))
+def test_a_loop_variable_counts_as_its_first_value_in_its_body(rows: int, width: int, chain: int) -> None:
+    """A span clipped at an outer loop's variable (a column block inside a loop over rows) counts
+    the first iteration's span, as ids count as 0, however many locals lie between (the column
+    sums were once costed 16x their work: ``UNKNOWN_TRIPS`` per row, and small ones ran on the
+    thread pool)."""
+    from vyre.ir import minimum
+
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    r = var("r")
+    lets = [let("lo0", minimum(r * u32(width), buflen(x)))]
+    lets += [let(f"lo{i + 1}", var(f"lo{i}") + u32(0)) for i in range(chain)]  # a chain of locals
+    lo = var(f"lo{chain}")
+    p = Program.wrapped([x, out], 1, [
+        loop("r", u32(0), buflen(x) / u32(width), [
+            *lets,
+            let("len", minimum(u32(width), buflen(x) - lo)),
+            loop("k", u32(0), var("len"), [store(out, u32(0), load(x, lo + var("k")))]),
+        ]),
+    ])
+    got = work_per_invocation(p, {"x": np.zeros(rows * width, np.float32), "out": np.zeros(1, np.float32)})
+    assert got == 1 + rows * (len(lets) + 2 + width)
+
+
 def test_unknown_bounds_count_a_fixed_number_of_trips() -> None:
     x, out = read("x", 0, U32), output("out", 1, U32)
     p = Program.wrapped([x, out], 64, [

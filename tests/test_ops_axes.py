@@ -17,6 +17,7 @@ from tests.ops_cases import floats_array
 from vyre.ops import OpsError
 from vyre.ops import argreduce as A
 from vyre.ops import colwise as C
+from vyre.ir import F32
 from vyre.ops._axes import along
 
 #: dims of 0 and 1, and one past the CPU form's switch to lane arrays (64 columns)
@@ -301,6 +302,34 @@ def test_cpu_row_argmax_one_pass(data: st.DataObject) -> None:
             x[:, c] = 3.0
     got = A._row_argmax(x, "cpu")
     np.testing.assert_array_equal(np.asarray(got).astype(np.int64), np.argmax(x, -1))
+
+
+@pytest.mark.parametrize("kind", ["max", "min", "argmax"])
+@settings(max_examples=25, deadline=None)
+@given(outer=st.integers(1, 3), red=st.sampled_from([1, 2, 7]),
+       inner=st.sampled_from([127, 128, 255, 256, 300, 511, 512, 513, 700, 1030]), data=st.data())
+def test_column_forms_of_every_block_width(kind: str, outer: int, red: int, inner: int, data: st.DataObject) -> None:
+    """max, min and argmax take blocks of 64, 128 or 256 columns (the widest leaving two blocks,
+    C.cpu_block): each width, its last partial block and the widths' thresholds, against numpy on
+    the CPU (NaN, inf and ties; the interpreter runs one small case of each width)."""
+    width = C.cpu_block(kind, inner)
+    assert width == max([64] + [w for w in (64, 128, 256) if inner >= 2 * w])
+    dt = data.draw(st.sampled_from([np.float32, np.float64]))
+    x = floats_array(data.draw, outer * red * inner, dt, data.draw(st.booleans())).reshape(outer, red, inner)
+    if kind == "argmax" and np.isfinite(x).all():
+        x = np.round(x)  # ties
+    backends = ["cpu"] + (["interp"] if outer * red == 1 and inner in (256, 512) else [])
+    for backend in backends:
+        got = np.asarray(C._columns(kind, x, (outer, red, inner), backend)).reshape(outer, inner)
+        want = getattr(np, kind)(x, 1)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_column_form_refuses_a_width_it_has_not() -> None:
+    with pytest.raises(ValueError, match="Fix: pass cpu_block"):
+        C.col_program("max", F32, 96)
+    with pytest.raises(ValueError, match="Fix: pass cpu_block"):
+        C.col_program("sum", F32, 256)
 
 
 @pytest.mark.parametrize("kind", C.COL_KINDS)

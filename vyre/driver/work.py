@@ -73,11 +73,11 @@ def _bound(e: Expr, lets: Mapping[str, Expr], readonly: frozenset[str], depth: i
         case Load(name, LitU32(i)) if name in readonly:
             return lambda arrays: _element(arrays, name, i)
         case Cast(_, inner):
-            return _bound(inner, lets, readonly, depth + 1)
-        case Var(name) if name in lets and depth < 16:
+            return _bound(inner, lets, readonly, depth)
+        case Var(name) if name in lets and depth < 32:
             return _bound(lets[name], lets, readonly, depth + 1)
         case BinOp(op, a, b) if op in _ARITH:
-            fa, fb, f = _bound(a, lets, readonly, depth + 1), _bound(b, lets, readonly, depth + 1), _ARITH[op]
+            fa, fb, f = _bound(a, lets, readonly, depth), _bound(b, lets, readonly, depth), _ARITH[op]
 
             def ev(arrays: Arrays) -> float | None:
                 x, y = fa(arrays), fb(arrays)
@@ -139,9 +139,12 @@ def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[
     for n in body:
         flat += 1 + libm * _transcendentals(n)
         match n:
-            case Loop(_, start, end, inner):
+            case Loop(name, start, end, inner):
+                # in the body the loop variable is its first value, as the ids are 0: the first
+                # iteration's work stands for every iteration's (a block loop inside a loop over
+                # rows: unknown, it counted UNKNOWN_TRIPS, and the column sums 16x their work)
                 loops.append((_bound(start, lets, readonly), _bound(end, lets, readonly),
-                              _body(inner, lets, readonly, libm)))
+                              _body(inner, {**lets, name: start}, readonly, libm)))
             case If(cond, then, otherwise):
                 branches.append((_bound(cond, lets, readonly), _body(then, lets, readonly, libm),
                                  _body(otherwise, lets, readonly, libm)))

@@ -6,7 +6,8 @@ The row-wise programs need the reduced axes last, which for these takes a transp
 whole array (its strided reads cost more than the reduction: vyre.ops._axes). Here the reduction
 walks ``red`` with the ``inner`` consecutive elements side by side, which is how the data lies:
 
-* CPU form: one invocation per ``(o, block of columns)`` (:func:`cpu_block`); the block's
+* CPU form: one invocation per ``(o, block of columns)`` (:func:`cpu_block`: 128 columns for
+  the sums; 64, 128 or 256 for max, min and argmax, as wide as leaves two blocks); the block's
   accumulators are a lane array (workgroup memory in the kernel's stack frame, as the whole-array
   reductions' CPU form), and each step over ``r`` combines the block's segments of a few rows
   (``COL_ROWS_SUM`` for the sums, one for max, min and argmax) into them elementwise: a stride-1
@@ -49,7 +50,7 @@ from ._blocks import (
 from ._plans import planned
 from ._runtime import OpsError, host_indices, prepare
 
-__all__ = ["COL_BLOCK", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block",
+__all__ = ["COL_BLOCK", "COL_BLOCKS", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block",
            "cpu_block", "gpu_passes", "gpu_splits", "reduce_columns", "reduce_matrix_columns", "tile_cols",
            "tiled_program"]
 
@@ -62,6 +63,14 @@ COL_KINDS = ("sum", "mean", "norm", "max", "min", "argmax")
 #: prefetchers do not follow: several rows' loads per step keep more in flight.
 COL_BLOCK_SUM, COL_ROWS_SUM = 128, 4
 COL_BLOCK = 64
+#: CPU form of max, min and argmax: the widths a block may take, the widest that leaves at least
+#: two blocks per outer index (both cores busy) chosen per call. Each row pays a segment's set-up
+#: again, so wide blocks pay where rows are long: same process, alternating (bench/colwise_width_ab.py,
+#: BENCHMARKS.md), f32 axis 0, 64 -> 256 columns: max 2048x2048 1156 -> 849 us, 256x4096 231 ->
+#: 177; argmax 2048x2048 1378 -> 1165 (128: 1055); 4096x256 takes 128: max 262 -> 234. Where
+#: a wider block would leave one (1000x100), 64 (argmax 46.8 against 71.2 at 128). Sums: 256 was
+#: mixed against 128
+COL_BLOCKS = (64, 128, 256)
 #: GPU form (:func:`tiled_program`): a workgroup of COL_TILE_WG invocations is a tile of
 #: TILE_COLS consecutive columns (fewer for a narrower inner extent: :func:`tile_cols`) by
 #: COL_TILE_WG / TILE_COLS row slices; GPU_COL_UNROLL accumulators (loads in flight) per
@@ -80,19 +89,28 @@ MAX_SPLITS = 256
 MIN_INNER = 8
 
 
-def cpu_block(kind: str) -> int:
-    """Columns per invocation of ``kind``'s CPU form (the host launches ``outer * ceil(inner /
-    cpu_block(kind))`` invocations)."""
-    return COL_BLOCK if kind_combine(kind) is not Combine.ADD else COL_BLOCK_SUM
+def cpu_block(kind: str, inner: int = 0) -> int:
+    """Columns per invocation of ``kind``'s CPU form over an inner extent of ``inner`` (the host
+    launches ``outer * ceil(inner / cpu_block(kind, inner))`` invocations of ``col_program(kind,
+    t, cpu_block(kind, inner))``)."""
+    if kind_combine(kind) is Combine.ADD:
+        return COL_BLOCK_SUM
+    return builtins.max([COL_BLOCK, *(w for w in COL_BLOCKS if inner >= 2 * w)])
 
 
 @functools.lru_cache(maxsize=64)
-def col_program(kind: str, t: DataType) -> Program:
+def col_program(kind: str, t: DataType, block: int = 0) -> Program:
     """The CPU form: ``out[o * inner + i]`` = ``kind`` over ``r < red`` of ``x[(o * red + r) *
-    inner + i]``, with ``inner = len(inner)`` and ``red = len(x) / len(out)`` (module docstring).
-    Launch ``outer * ceil(inner / cpu_block(kind))`` workgroups."""
+    inner + i]``, with ``inner = len(inner)`` and ``red = len(x) / len(out)`` (module docstring),
+    in blocks of ``block`` columns (0: ``cpu_block(kind)``; the sums take only that). Launch
+    ``outer * ceil(inner / block)`` workgroups."""
     if kind not in COL_KINDS:
         raise ValueError(f"col_program kind {kind!r} is not a column reduction. Fix: pass one of {COL_KINDS}")
+    sums = kind_combine(kind) is Combine.ADD
+    block = block or cpu_block(kind)
+    if block not in ((COL_BLOCK_SUM,) if sums else COL_BLOCKS):
+        raise ValueError(f"col_program block {block} is no width of {kind}'s CPU form. "
+                         "Fix: pass cpu_block(kind, inner)")
     a = accumulator_type(kind_combine(kind), t)
     out_t = U32 if kind == "argmax" else t
     bufs = [read("x", 0, t), output("out", 1, out_t), read("inner", 2, U32)]
@@ -100,16 +118,15 @@ def col_program(kind: str, t: DataType) -> Program:
         let("inner", buflen("inner")),
         let("red", buflen("x") / maximum(buflen("out"), u32(1))),
     ]
-    lanes = workgroup("lanes", cpu_block(kind), a)
-    extra = [workgroup("lanes_i", cpu_block(kind), U32)] if kind == "argmax" else []
-    return Program.wrapped([*bufs, lanes, *extra], 1, body + _cpu_body(kind, t, a))
+    lanes = workgroup("lanes", block, a)
+    extra = [workgroup("lanes_i", block, U32)] if kind == "argmax" else []
+    return Program.wrapped([*bufs, lanes, *extra], 1, body + _cpu_body(kind, t, a, block))
 
 
-def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
+def _cpu_body(kind: str, t: DataType, a: DataType, block: int) -> list[Node]:
     comb = kind_combine(kind)
     k, r = var("k"), var("r")
     lanes = "lanes"
-    block = cpu_block(kind)
     nrows = COL_ROWS_SUM if comb is Combine.ADD else 1
     init: list[Node] = [store(lanes, k, comb.identity(a))]
     if kind == "argmax":
@@ -154,10 +171,11 @@ def _cpu_body(kind: str, t: DataType, a: DataType) -> list[Node]:
         rows.append(loop("rq", u32(0), var("red") / u32(nrows),
                          [*spans, let("sl", common), *_whole_block("sl", block, step)]))
         first_single = (var("red") / u32(nrows)) * u32(nrows)
+    # one row per step (max, min, argmax; the sums' last rows), its whole blocks as loops of
+    # constant trip count too: the variable loop re-derived its vector trip count every step
+    # (f32 max(a, 0) 2048x2048 1064 -> 627 us, argmax 1525 -> 1008; bench/colwise_width_ab.py)
     rows.append(loop("r", first_single, var("red"), [
-        # one row per step (max, min, argmax; the sums' last rows): a loop to the segment's length
-        # (a constant 64 is unrolled before it is vectorised: 16x1024 max 3.2 -> 6.0 us)
-        *span(r, "s"), loop("k", u32(0), var("slen"), fold(load("x", var("slo") + k)))]))
+        *span(r, "s"), *_whole_block("slen", block, lambda at: fold(load("x", var("slo") + at)))]))
 
     nb = (var("inner") + u32(block - 1)) / u32(block)
     return [
@@ -407,8 +425,9 @@ def _col_checked(op: tuple[str, tuple[int, int, int] | None, bool | None, int | 
     if not ctx.gpu_form:
         out = ctx.empty(outer * inner, U32 if kind == "argmax" else t)
         carrier = ctx.empty(inner, U32)  # its length is the inner extent (never read)
-        ctx.run(col_program(kind, t), {"x": arrs["x"].data, "out": out, "inner": carrier},
-                outer * -(-inner // cpu_block(kind)))
+        width = cpu_block(kind, inner)
+        ctx.run(col_program(kind, t, width), {"x": arrs["x"].data, "out": out, "inner": carrier},
+                outer * -(-inner // width))
         return ctx.result(out, shape)
     a = accumulator_type(kind_combine(kind), t)
     ins = {"x": arrs["x"].data}
