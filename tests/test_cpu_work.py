@@ -139,6 +139,25 @@ def test_a_loop_variable_counts_as_its_first_value_in_its_body(rows: int, width:
     assert got == 1 + rows * (len(lets) + 2 + width)
 
 
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 400), depth=st.integers(1, 12))
+def test_a_triangular_loop_counts_its_mean_iteration_and_nests_multiply(n: int, depth: int) -> None:
+    """The mean of a loop's first and last iterations stands for each: exact for ``for j < i``
+    inside ``for i < n``; and ``depth`` nested loops, each evaluated at both ends, count right."""
+    x, out = read("x", 0, F32), output("out", 1, F32)
+    tri = Program.wrapped([x, out], 1, [
+        loop("i", u32(0), buflen(x), [loop("j", u32(0), var("i"), [store(out, u32(0), load(x, var("j")))])]),
+    ])
+    got = work_per_invocation(tri, {"x": np.zeros(n, np.float32), "out": np.zeros(1, np.float32)})
+    assert got == 1 + sum(1 + i for i in range(n))
+    body: list[Any] = [store(out, u32(0), f32(1.0))]
+    for d in range(depth):
+        body = [loop(f"k{d}", u32(0), u32(2), body)]
+    nested = work_per_invocation(Program.wrapped([x, out], 1, body), {"x": np.zeros(1, np.float32),
+                                                                       "out": np.zeros(1, np.float32)})
+    assert nested == sum(2**d for d in range(depth + 1))
+
+
 def test_unknown_bounds_count_a_fixed_number_of_trips() -> None:
     x, out = read("x", 0, U32), output("out", 1, U32)
     p = Program.wrapped([x, out], 64, [

@@ -133,18 +133,21 @@ def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[
     """Statements executed by ``body`` (loops multiplied by their trip counts; a transcendental
     call ``libm`` more)."""
     flat = 0.0
-    loops: list[tuple[_Eval, _Eval, Callable[[Arrays], float]]] = []
+    loops: list[tuple[_Eval, _Eval, Callable[[Arrays], float], Callable[[Arrays], float]]] = []
     nested: list[Callable[[Arrays], float]] = []
     branches: list[tuple[_Eval, Callable[[Arrays], float], Callable[[Arrays], float]]] = []
     for n in body:
         flat += 1 + libm * _transcendentals(n)
         match n:
             case Loop(name, start, end, inner):
-                # in the body the loop variable is its first value, as the ids are 0: the first
-                # iteration's work stands for every iteration's (a block loop inside a loop over
-                # rows: unknown, it counted UNKNOWN_TRIPS, and the column sums 16x their work)
+                # in the body the loop variable is its first value, and its last: the mean of the
+                # two iterations' work stands for every iteration's (exact where it grows linearly,
+                # a triangular loop); unknown, it counted UNKNOWN_TRIPS per outer iteration, and
+                # vyre.ops's column sums (a block loop inside a loop over rows) 16x their work
+                last = BinOp(BinOpKind.SUB, end, LitU32(1))
                 loops.append((_bound(start, lets, readonly), _bound(end, lets, readonly),
-                              _body(inner, {**lets, name: start}, readonly, libm)))
+                              _body(inner, {**lets, name: start}, readonly, libm),
+                              _body(inner, {**lets, name: last}, readonly, libm)))
             case If(cond, then, otherwise):
                 branches.append((_bound(cond, lets, readonly), _body(then, lets, readonly, libm),
                                  _body(otherwise, lets, readonly, libm)))
@@ -161,10 +164,14 @@ def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[
                 total += max(then(arrays), otherwise(arrays))
             else:
                 total += then(arrays) if c else otherwise(arrays)
-        for start, end, inner in loops:
+        for start, end, first, last in loops:
             s, e = start(arrays), end(arrays)
-            trips = UNKNOWN_TRIPS if s is None or e is None else max(0.0, e - s)
-            total += trips * inner(arrays)
+            if s is None or e is None:
+                total += UNKNOWN_TRIPS * first(arrays)
+            elif e - s > 1:
+                total += (e - s) * (first(arrays) + last(arrays)) / 2
+            elif e > s:
+                total += first(arrays)
         return total
 
     return count
