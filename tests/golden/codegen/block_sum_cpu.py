@@ -1,4 +1,4 @@
-# vyre generated kernel: target cpu, codegen v19. Do not edit.
+# vyre generated kernel: target cpu, codegen v20. Do not edit.
 import math
 import numba
 import numpy as np
@@ -29,9 +29,8 @@ def _vy_smod_p2(a, mask):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
-    b0_x, b1_out, s0_tile = _bufs
-    la1_i, la4_s = _lanes
+def _vy_seg0(_wg0, _wg1, _wg2, _arrays):
+    b0_x, s0_tile, la1_i = _arrays
     _any = False
     for _l in range(256):
         _lid0 = uint32(_l)
@@ -47,9 +46,8 @@ def _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes, v3_k):
-    b0_x, b1_out, s0_tile = _bufs
-    la1_i, la4_s = _lanes
+def _vy_seg1(_wg0, _wg1, _wg2, _arrays, v3_k):
+    s0_tile, la4_s = _arrays
     _any = False
     for _l in range(256):
         _lid0 = uint32(_l)
@@ -66,9 +64,8 @@ def _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes, v3_k):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
-    b0_x, b1_out, s0_tile = _bufs
-    la1_i, la4_s = _lanes
+def _vy_seg2(_wg0, _wg1, _wg2, _arrays):
+    b1_out, s0_tile = _arrays
     _any = False
     for _l in range(256):
         _lid0 = uint32(_l)
@@ -90,17 +87,15 @@ def _vy_workgroup(_w, _gx, _gy, _sbufs):
     _wg1 = uint32((_w // _gx) % _gy)
     _wg2 = uint32(_w // (_gx * _gy))
     s0_tile = np.zeros(256, np.float32)
-    _bufs = (b0_x, b1_out, s0_tile)
     la1_i = np.zeros(256, np.uint32)
     la4_s = np.zeros(256, np.uint32)
-    _lanes = (la1_i, la4_s)
-    if _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
+    if _vy_seg0(_wg0, _wg1, _wg2, (b0_x, s0_tile, la1_i)):
         return
     for _it2 in range(int64(uint32(0)), int64(uint32(8))):
         v3_k = uint32(_it2)
-        if _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes, v3_k):
+        if _vy_seg1(_wg0, _wg1, _wg2, (s0_tile, la4_s), v3_k):
             return
-    if _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
+    if _vy_seg2(_wg0, _wg1, _wg2, (b1_out, s0_tile)):
         return
 
 

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cpu, codegen v19. Do not edit.
+# vyre generated kernel: target cpu, codegen v20. Do not edit.
 import math
 import numba
 import numpy as np
@@ -29,9 +29,8 @@ def _vy_smod_p2(a, mask):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
-    b0_x, b1_out = _bufs
-    la1_v, la2_sgop_1, la3_s = _lanes
+def _vy_seg0(_wg0, _wg1, _wg2, _arrays):
+    b0_x, la1_v = _arrays
     _any = False
     for _l in range(64):
         _lid0 = uint32(_l)
@@ -46,9 +45,8 @@ def _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes):
-    b0_x, b1_out = _bufs
-    la1_v, la2_sgop_1, la3_s = _lanes
+def _vy_seg1(_wg0, _wg1, _wg2, _arrays):
+    la1_v, la2_sgop_1 = _arrays
     _any = False
     for _l in range(64):
         _lid0 = uint32(_l)
@@ -63,9 +61,8 @@ def _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes):
 
 
 @numba.njit(cache=False, error_model='numpy')
-def _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
-    b0_x, b1_out = _bufs
-    la1_v, la2_sgop_1, la3_s = _lanes
+def _vy_seg2(_wg0, _wg1, _wg2, _arrays):
+    b1_out, la3_s = _arrays
     _any = False
     for _l in range(64):
         _lid0 = uint32(_l)
@@ -86,14 +83,12 @@ def _vy_workgroup(_w, _gx, _gy, _sbufs):
     _wg0 = uint32(_w % _gx)
     _wg1 = uint32((_w // _gx) % _gy)
     _wg2 = uint32(_w // (_gx * _gy))
-    _bufs = (b0_x, b1_out)
     la1_v = np.zeros(64, np.float32)
     la2_sgop_1 = np.zeros(64, np.float32)
     la3_s = np.zeros(64, np.float32)
-    _lanes = (la1_v, la2_sgop_1, la3_s)
-    if _vy_seg0(_wg0, _wg1, _wg2, _bufs, _lanes):
+    if _vy_seg0(_wg0, _wg1, _wg2, (b0_x, la1_v)):
         return
-    if _vy_seg1(_wg0, _wg1, _wg2, _bufs, _lanes):
+    if _vy_seg1(_wg0, _wg1, _wg2, (la1_v, la2_sgop_1)):
         return
     for _s in range(2):
         _b = _s * 32
@@ -102,7 +97,7 @@ def _vy_workgroup(_w, _gx, _gy, _sbufs):
             _acc = (_acc + la2_sgop_1[_b + _k])
         for _k in range(32):
             la3_s[_b + _k] = _acc
-    if _vy_seg2(_wg0, _wg1, _wg2, _bufs, _lanes):
+    if _vy_seg2(_wg0, _wg1, _wg2, (b1_out, la3_s)):
         return
 
 
