@@ -40,7 +40,6 @@ def force(op: str, width: int) -> None:
         colwise.COL_BLOCK_SUM = width
     else:
         colwise.COL_BLOCKS = (width,)
-        colwise.COL_BLOCK = width
     colwise.col_program.cache_clear()
     _plans.forget()
 

@@ -144,10 +144,10 @@ def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[
                 # two iterations' work stands for every iteration's (exact where it grows linearly,
                 # a triangular loop); unknown, it counted UNKNOWN_TRIPS per outer iteration, and
                 # vyre.ops's column sums (a block loop inside a loop over rows) 16x their work
-                last = BinOp(BinOpKind.SUB, end, LitU32(1))
-                loops.append((_bound(start, lets, readonly), _bound(end, lets, readonly),
-                              _body(inner, {**lets, name: start}, readonly, libm),
-                              _body(inner, {**lets, name: last}, readonly, libm)))
+                first = _body(inner, {**lets, name: start}, readonly, libm)
+                last = (_body(inner, {**lets, name: BinOp(BinOpKind.SUB, end, LitU32(1))}, readonly, libm)
+                        if _mentions(inner, name) else first)  # a body blind to its variable: one count
+                loops.append((_bound(start, lets, readonly), _bound(end, lets, readonly), first, last))
             case If(cond, then, otherwise):
                 branches.append((_bound(cond, lets, readonly), _body(then, lets, readonly, libm),
                                  _body(otherwise, lets, readonly, libm)))
@@ -175,6 +175,13 @@ def _body(body: tuple[Node, ...], lets: Mapping[str, Expr], readonly: frozenset[
         return total
 
     return count
+
+
+def _mentions(body: tuple[Node, ...], name: str) -> bool:
+    """Does an expression in ``body`` read variable ``name`` (a loop's own variable: locals bound
+    outside the loop cannot)?"""
+    return any(isinstance(e, Var) and e.name == name
+               for n in walk_nodes(body) for top in node_exprs(n) for e in walk(top))
 
 
 def _transcendentals(n: Node) -> int:

@@ -50,7 +50,7 @@ from ._blocks import (
 from ._plans import planned
 from ._runtime import OpsError, host_indices, prepare
 
-__all__ = ["COL_BLOCK", "COL_BLOCKS", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block",
+__all__ = ["COL_BLOCKS", "COL_BLOCK_SUM", "COL_KINDS", "COL_ROWS_SUM", "col_program", "column_block",
            "cpu_block", "gpu_passes", "gpu_splits", "reduce_columns", "reduce_matrix_columns", "tile_cols",
            "tiled_program"]
 
@@ -62,7 +62,6 @@ COL_KINDS = ("sum", "mean", "norm", "max", "min", "argmax")
 #: one row 574/135/175/35 against 64 of 4 rows 805/166/234/37. Rows lie a whole row apart, which the
 #: prefetchers do not follow: several rows' loads per step keep more in flight.
 COL_BLOCK_SUM, COL_ROWS_SUM = 128, 4
-COL_BLOCK = 64
 #: CPU form of max, min and argmax: the widths a block may take, the widest that leaves at least
 #: two blocks per outer index (both cores busy) chosen per call. Each row pays a segment's set-up
 #: again, so wide blocks pay where rows are long: same process, alternating (bench/colwise_width_ab.py,
@@ -95,7 +94,7 @@ def cpu_block(kind: str, inner: int = 0) -> int:
     t, cpu_block(kind, inner))``)."""
     if kind_combine(kind) is Combine.ADD:
         return COL_BLOCK_SUM
-    return builtins.max([COL_BLOCK, *(w for w in COL_BLOCKS if inner >= 2 * w)])
+    return builtins.max([COL_BLOCKS[0], *(w for w in COL_BLOCKS if inner >= 2 * w)])
 
 
 @functools.lru_cache(maxsize=64)
