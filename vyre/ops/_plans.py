@@ -28,6 +28,7 @@ import contextvars
 import functools
 import operator
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
@@ -39,7 +40,7 @@ from ..driver.devices import current_ordinal, on_device
 from ..driver.fast_launch import CAPTURE, torch_stream
 from ._launch import CpuCall, DeviceLaunch, cpu_call, device_launch, device_of, launch
 
-__all__ = ["DevicePlan", "Plan", "Recorder", "forget", "plan_key", "planned", "recording"]
+__all__ = ["USED", "DevicePlan", "Plan", "Recorder", "forget", "plan_key", "planned", "recording"]
 
 T = TypeVar("T")
 Op = TypeVar("Op", bound=tuple[Any, ...])
@@ -437,6 +438,22 @@ def recording() -> Recorder | None:
     return _recording.get()
 
 
+class _Used(threading.local):
+    """What the numpy fast path of :func:`planned` last replayed in this thread, kept only while
+    a call site (vyre.ops._sites) watches its route: the plan, the inputs as the route passed them,
+    the plan's answer, and (host_indices) that answer with the int64 array made of it."""
+
+    watching = 0
+    plan: Plan | DevicePlan | None = None
+    inputs: tuple[Any, ...] | None = None
+    answer: Any = None
+    indices: tuple[Any, Any] | None = None
+
+
+USED = _Used()
+#: every call site's signature memory (vyre.ops._sites), cleared by :func:`forget`
+forget_sites: list[dict[Any, Any]] = []
+
 #: (op and options, backend argument, per input: dtype, shape) -> plan
 _plans: dict[tuple[Any, ...], Plan | DevicePlan] = {}
 
@@ -510,14 +527,19 @@ def planned(op: Op, inputs: tuple[Any, ...], backend: str | None,
         if n == 1:
             plan = _plans.get((op, backend, x.dtype, x.shape))
             if plan is not None and _usable(x) and (backend is not None or default_is_cpu()):
-                return plan.run([x if x.ndim == 1 else x.ravel()])  # type: ignore[no-any-return]
+                out = plan.run([x if x.ndim == 1 else x.ravel()])
+                if USED.watching:
+                    USED.plan, USED.inputs, USED.answer = plan, inputs, out
+                return out  # type: ignore[no-any-return]
         elif n == 2:
             y = inputs[1]
             if type(y) is np.ndarray:
                 plan = _plans.get((op, backend, x.dtype, x.shape, y.dtype, y.shape))
                 if plan is not None and _usable(x) and _usable(y) and (backend is not None or default_is_cpu()):
-                    return plan.run([x if x.ndim == 1 else x.ravel(),  # type: ignore[no-any-return]
-                                     y if y.ndim == 1 else y.ravel()])
+                    out = plan.run([x if x.ndim == 1 else x.ravel(), y if y.ndim == 1 else y.ravel()])
+                    if USED.watching:
+                        USED.plan, USED.inputs, USED.answer = plan, inputs, out
+                    return out  # type: ignore[no-any-return]
     hit = plan_key(op, inputs, backend)
     if hit is None:
         return checked(op, inputs, backend)
@@ -544,5 +566,7 @@ def planned(op: Op, inputs: tuple[Any, ...], backend: str | None,
 
 
 def forget() -> None:
-    """Drop every plan (tests)."""
+    """Drop every plan and every call site's memory of them (tests)."""
     _plans.clear()
+    for runs in forget_sites:
+        runs.clear()

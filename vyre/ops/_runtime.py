@@ -19,7 +19,7 @@ from ..driver.devices import array_device, on_device
 from ..errors import DispatchError
 from ..ir import DataType, Program
 from ._launch import launch
-from ._plans import INDEX, RESULT, SCALAR, Recorder, device_element0, recording
+from ._plans import INDEX, RESULT, SCALAR, USED, Recorder, device_element0, recording
 
 __all__ = ["OpsError", "Arr", "Ctx", "prepare"]
 
@@ -211,7 +211,12 @@ class Ctx:
 
 def host_indices(r: Any) -> Any:
     """argmax's u32 indices as numpy's int64 for numpy callers; device arrays keep their uint32."""
-    return r.astype(np.int64) if isinstance(r, np.ndarray) else r
+    if not isinstance(r, np.ndarray):
+        return r
+    out = r.astype(np.int64)
+    if USED.watching:
+        USED.indices = (r, out)
+    return out
 
 
 def torch_dtype(dtype: DataType) -> Any:

@@ -29,6 +29,7 @@ from ._blocks import (
 )
 from ._rows import LANES_MIN_COLS, Access
 from ._plans import planned
+from ._sites import Site
 from ._runtime import OpsError, host_indices, prepare
 from .colwise import MIN_INNER, column_block, reduce_columns, reduce_matrix_columns
 from .rowwise import RowBuilder, prepare_rows
@@ -265,6 +266,10 @@ def argmax(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | N
     position of the others (:func:`row_argmax`, or the column forms: int64 for numpy, uint32 on the device; a
     tuple's axes count as one, flattened in order, as if moved last); every axis named is the
     whole-array index. ``keepdims``: each reduced axis stays, of length 1 (numpy's ``keepdims``)."""
+    return _ARGMAX_SITE.one(x, axis, keepdims, backend, deterministic)
+
+
+def _argmax_route(x: Any, axis: Any, keepdims: Any, backend: str | None, deterministic: Any) -> Any:
     if axis is not None and not keepdims:
         m = matrix_axis(x, axis)  # a matrix's rows or columns, without reading the axes
         if m == 1:
@@ -281,6 +286,9 @@ def argmax(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | N
             return reduce_columns("argmax", x, al, block, keepdims, backend)
         return row_argmax(x, al, backend, keepdims)
     return planned(("argmax", deterministic, None), (x,), backend, _argmax_checked)
+
+
+_ARGMAX_SITE = Site(_argmax_route)
 
 
 def _argmax(x: Any, backend: str | None, gpu_form: bool | None = None, deterministic: bool = False) -> Any:

@@ -27,6 +27,7 @@ from ..ir.expr import lit
 from ._blocks import SUBGROUP, Combine, accumulator_type, all_of, bounded_span, halving, subgroup_combine, tree
 from .reduce import CPU_BLOCK
 from ._plans import planned
+from ._sites import Site
 from ._runtime import OpsError, prepare
 
 __all__ = ["MATVEC_WG", "matvec", "matvec_grad", "matvec_program", "outer_program", "vecmat_program"]
@@ -248,7 +249,16 @@ def _check(arrs: dict) -> tuple[int, int]:
 
 def matvec(m: Any, v: Any, *, backend: str | None = None, _gpu_form: bool | None = None) -> Any:
     """``m @ v`` for a 2-D ``m`` (rows, cols) and a 1-D ``v`` (cols); f32 accumulates in f64."""
+    if _gpu_form is None:
+        return _MATVEC_SITE.two(m, v, backend, None)
     return planned(("matvec", _gpu_form), (m, v), backend, _matvec)
+
+
+def _matvec_route(m: Any, v: Any, backend: str | None, _: None) -> Any:
+    return planned(("matvec", None), (m, v), backend, _matvec)
+
+
+_MATVEC_SITE = Site(_matvec_route)
 
 
 def _matvec(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str | None) -> Any:

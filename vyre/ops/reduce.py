@@ -28,6 +28,7 @@ from __future__ import annotations
 import builtins
 import enum
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from ..ir import (
@@ -41,6 +42,7 @@ from ._blocks import (
 from ._axes import along, matrix_axis, whole_keepdims
 from .colwise import MIN_INNER, column_block, reduce_columns, reduce_matrix_columns
 from ._plans import planned
+from ._sites import Site
 from ._runtime import Arr, Ctx, OpsError, gpu_workgroups_cap, prepare
 from .rowwise import reduce_matrix_rows, reduce_rows
 
@@ -334,43 +336,58 @@ _SUM, _MEAN, _MAX, _MIN = (_keys(Reduce.SUM, Post.NONE), _keys(Reduce.SUM, Post.
 _DOT, _NORM = _keys(Reduce.DOT, Post.NONE), _keys(Reduce.SUMSQ, Post.SQRT)
 
 
+def _route(keys: tuple[tuple[Reduce, Post, bool, None], tuple[Reduce, Post, bool, None]], row_kind: str
+           ) -> Callable[[Any, Any, Any, str | None, Any], Any]:
+    """A reduction's route: the whole array (its plan key ``keys``, without and with
+    ``deterministic``), or along axes (:func:`_along`)."""
+
+    def route(x: Any, axis: Any, keepdims: Any, backend: str | None, deterministic: Any) -> Any:
+        if axis is None and not keepdims:
+            return planned(keys[bool(deterministic)], (x,), backend, _reduce_checked)
+        return _along(keys, row_kind, x, axis, keepdims, backend, deterministic)
+
+    return route
+
+
+def _dot_route(x: Any, y: Any, backend: str | None, deterministic: Any) -> Any:
+    return planned(_DOT[bool(deterministic)], (x, y), backend, _reduce_checked)
+
+
+_SUM_SITE, _MEAN_SITE, _MAX_SITE, _MIN_SITE, _NORM_SITE = (
+    Site(_route(keys, kind)) for keys, kind in ((_SUM, "sum"), (_MEAN, "mean"), (_MAX, "max"), (_MIN, "min"),
+                                                (_NORM, "norm")))
+_DOT_SITE = Site(_dot_route)
+
+
 def sum(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
         deterministic: bool = False) -> Any:
     """Sum of all elements, or along ``axis`` (an int or a tuple of ints; docs/ops.md, "Axes"); 0
     where nothing is summed. f32 accumulates in f64. See docs/ops.md for the error bound and NaN
     rules; every call is bit-identical to the last on the same backend."""
-    if axis is None and not keepdims:
-        return planned(_SUM[bool(deterministic)], (x,), backend, _reduce_checked)
-    return _along(_SUM, "sum", x, axis, keepdims, backend, deterministic)
+    return _SUM_SITE.one(x, axis, keepdims, backend, deterministic)
 
 
 def mean(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
          deterministic: bool = False) -> Any:
     """Arithmetic mean of all elements, or along ``axis`` (NaN where there is nothing, as 0 / 0)."""
-    if axis is None and not keepdims:
-        return planned(_MEAN[bool(deterministic)], (x,), backend, _reduce_checked)
-    return _along(_MEAN, "mean", x, axis, keepdims, backend, deterministic)
+    return _MEAN_SITE.one(x, axis, keepdims, backend, deterministic)
 
 
 def max(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
         deterministic: bool = False) -> Any:
     """Largest element, or along ``axis``; NaN if any element is NaN; -inf where there is none."""
-    if axis is None and not keepdims:
-        return planned(_MAX[bool(deterministic)], (x,), backend, _reduce_checked)
-    return _along(_MAX, "max", x, axis, keepdims, backend, deterministic)
+    return _MAX_SITE.one(x, axis, keepdims, backend, deterministic)
 
 
 def min(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
         deterministic: bool = False) -> Any:
     """Smallest element, or along ``axis``; NaN if any element is NaN; +inf where there is none."""
-    if axis is None and not keepdims:
-        return planned(_MIN[bool(deterministic)], (x,), backend, _reduce_checked)
-    return _along(_MIN, "min", x, axis, keepdims, backend, deterministic)
+    return _MIN_SITE.one(x, axis, keepdims, backend, deterministic)
 
 
 def dot(x: Any, y: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
     """``sum(x * y)`` of two 1-D arrays of one length (0 when empty); f32 in f64."""
-    return planned(_DOT[bool(deterministic)], (x, y), backend, _reduce_checked)
+    return _DOT_SITE.two(x, y, backend, deterministic)
 
 
 def norm(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
@@ -378,9 +395,7 @@ def norm(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | Non
     """Euclidean norm ``sqrt(sum(x * x))`` over all elements, or along ``axis`` (0 where there is
     nothing). f32 squares are summed in f64, so they never overflow; f64 squares overflow past
     1e154, as numpy's do."""
-    if axis is None and not keepdims:
-        return planned(_NORM[bool(deterministic)], (x,), backend, _reduce_checked)
-    return _along(_NORM, "norm", x, axis, keepdims, backend, deterministic)
+    return _NORM_SITE.one(x, axis, keepdims, backend, deterministic)
 
 
 def _along(keys: tuple[tuple[Reduce, Post, bool, None], tuple[Reduce, Post, bool, None]], row_kind: str, x: Any,
