@@ -25,13 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from ..driver.backends import default_is_cpu
+from ..driver.backends import cuda_available
+from ..settings import _RAW_BACKEND_KEY, _RAW_ENV
 from ._plans import USED, forget_sites
 
 __all__ = ["Site"]
 
 #: signatures a site keeps before it starts again (as the plan cache does)
 SITE_LIMIT = 1024
+#: cuda_available(), asked when a site first learns (a hit needs no call for it: 0.05 us)
+_GPU = [True]
 
 
 class Site:
@@ -58,9 +61,13 @@ class Site:
             return self.route(x, axis, keepdims, backend, deterministic)
         if hit is not None:
             flags = x.flags
-            if (flags.carray or (flags.c_contiguous and flags.aligned)) and (backend is not None or default_is_cpu()):
-                out = hit[0]([x if x.ndim == 1 else x.ravel()])
-                return out.astype(np.int64) if hit[1] else out
+            # default_is_cpu() inline (a site learns only after cuda_available() was asked)
+            if (flags.carray or (flags.c_contiguous and flags.aligned)) and (
+                    backend is not None or (_RAW_BACKEND_KEY not in _RAW_ENV and not _GPU[0])):  # type: ignore[operator]
+                run, as_indices = hit
+                if as_indices:
+                    return run([x if x.ndim == 1 else x.ravel()]).astype(np.int64)
+                return run([x if x.ndim == 1 else x.ravel()])
         return self._learn(sig, x, None, (x, axis, keepdims, backend, deterministic))
 
     def two(self, x: Any, y: Any, backend: str | None, deterministic: Any) -> Any:
@@ -74,7 +81,8 @@ class Site:
         if hit is not None:
             fx, fy = x.flags, y.flags
             if ((fx.carray or (fx.c_contiguous and fx.aligned)) and (fy.carray or (fy.c_contiguous and fy.aligned))
-                    and (backend is not None or default_is_cpu())):
+                    and (backend is not None or (_RAW_BACKEND_KEY not in _RAW_ENV  # type: ignore[operator]
+                                                 and not _GPU[0]))):
                 return hit[0]([x if x.ndim == 1 else x.ravel(), y if y.ndim == 1 else y.ravel()])
         return self._learn(sig, x, y, (x, y, backend, deterministic))
 
@@ -98,6 +106,7 @@ class Site:
             as_indices = True
         else:
             return out
+        _GPU[0] = cuda_available()  # cached: the same all process long
         if len(self.runs) >= SITE_LIMIT:
             self.runs.clear()
         self.runs[sig] = (used.run, as_indices)
