@@ -452,7 +452,7 @@ class _Used(threading.local):
 
 USED = _Used()
 #: every call site's signature memory (vyre.ops._sites), cleared by :func:`forget`
-forget_sites: list[dict[Any, Any]] = []
+SITE_MEMORIES: list[dict[Any, Any]] = []
 
 #: (op and options, backend argument, per input: dtype, shape) -> plan
 _plans: dict[tuple[Any, ...], Plan | DevicePlan] = {}
@@ -568,5 +568,5 @@ def planned(op: Op, inputs: tuple[Any, ...], backend: str | None,
 def forget() -> None:
     """Drop every plan and every call site's memory of them (tests)."""
     _plans.clear()
-    for runs in forget_sites:
+    for runs in SITE_MEMORIES:
         runs.clear()

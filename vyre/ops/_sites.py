@@ -27,7 +27,7 @@ import numpy as np
 
 from ..driver.backends import cuda_available
 from ..settings import _RAW_BACKEND_KEY, _RAW_ENV
-from ._plans import USED, forget_sites
+from ._plans import SITE_MEMORIES, USED
 
 __all__ = ["Site"]
 
@@ -49,7 +49,7 @@ class Site:
         self.route = route
         #: signature -> (the plan's run, whether its answer becomes int64 indices)
         self.runs: dict[tuple[Any, ...], tuple[Callable[[list[np.ndarray]], Any], bool]] = {}
-        forget_sites.append(self.runs)
+        SITE_MEMORIES.append(self.runs)
 
     def one(self, x: Any, axis: Any, keepdims: Any, backend: str | None, deterministic: Any) -> Any:
         if type(x) is not np.ndarray or not (axis is None or type(axis) is int):
