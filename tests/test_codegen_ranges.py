@@ -189,12 +189,15 @@ def _kernel(src: str) -> str:
 
 
 def test_the_ops_lane_loops_are_proven_in_range() -> None:
-    """The CPU forms of the reductions, argmax and matvec have no guard left in their kernels."""
+    """The CPU forms of the reductions, argmax, matvec and the grouped row sums have no guard left
+    in their kernels."""
     progs = [reduce.full_program(k, t, reduce.accumulator_type(k.combine, t), gpu=False)
              for k in reduce.Reduce for t in (reduce.DataType.F32, reduce.DataType.F64)]
     progs += [argreduce.argmax_program(t, gpu=False, indexed=ix)
               for t in (reduce.DataType.F32,) for ix in (False, True)]
     progs.append(linalg.matvec_program(reduce.DataType.F32, gpu=False))
+    progs += [rowwise.grouped_row_program(k, t) for k in rowwise.GROUPED_KINDS
+              for t in (reduce.DataType.F32, reduce.DataType.F64)]
     for p in progs:
         body = _kernel(emit_cpu(p))
         body = body[:body.find("def vyre_kernel_parallel")]

@@ -227,7 +227,7 @@ def test_matvec(backend: str, gpu_form: bool | None, data: st.DataObject) -> Non
 @pytest.mark.parametrize("shape", [(700, 40), (3, 8193), (9000, 1), (5, 0), (33, 255), (6, 256)])
 def test_matvec_cpu_form_blocks(backend: str, shape: tuple[int, int]) -> None:
     """The CPU form's blocks of rows (cpu_rows_per_block: several per block, one per block past
-    CPU_BLOCK columns, a partial last block) and its lane array's tail (cols % L.CPU_LANES)."""
+    CPU_BLOCK columns, a partial last block) and its lane array's tail (cols % _grouped.CPU_LANES)."""
     r, c = shape
     rng = np.random.default_rng(r * 31 + c)
     m = rng.standard_normal((r, c)).astype(np.float32)
@@ -306,3 +306,54 @@ def test_bad_shapes_are_clear_errors() -> None:
         vo.layer_norm(np.zeros((2, 3)), eps=-1.0, backend="cpu")
     with pytest.raises(vo.OpsError, match="statistics"):
         vo.layer_norm_grad(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros(3), np.zeros(2), backend="cpu")
+
+
+@settings(max_examples=12, deadline=None)
+@given(shape=st.sampled_from([(913, 8), (5, 9), (4, 16), (2000, 31), (3, 255), (1, 17), (700, 100), (7, 256),
+                              (9, 7)]),
+       dt=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31),
+       special=st.sampled_from([None, np.nan, np.inf, -np.inf]))
+def test_short_row_sums_in_groups(shape: tuple[int, int], dt: type, seed: int, special: float | None) -> None:
+    """Row sums, means and norms of rows of 8-255 columns run in groups of rows (vyre.ops._grouped:
+    blocks of cpu_rows_per_block rows, four at a time, 16 lanes a row, a tail of ``cols % 16``):
+    every row within the f64 bound of docs/ops.md (f32 rounded once), specials in a step's or the
+    tail's lanes propagating as in numpy, the interpreter's bits on small shapes, and the launch a
+    block per workgroup exactly where the columns are in range."""
+    from vyre.ops import _plans as P
+    from vyre.ops._grouped import cpu_rows_per_block
+
+    r, c = shape
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((r, c)) * 10.0 ** rng.integers(-3, 4, (r, c))).astype(dt)
+    if special is not None:
+        x[r // 2, c - 1] = special  # the tail's lanes when c % 16, else the last step's
+        x[0, rng.integers(0, c)] = special
+    xd = x.astype(np.longdouble)  # the reference in extended precision: squares nearly exact
+    P.forget()
+    u = 2.0**-53
+    for kind, op in (("sum", vo.sum), ("mean", vo.mean), ("norm", vo.norm)):
+        got = op(x, 1, backend="cpu")
+        assert got.dtype == x.dtype and got.shape == (r,)
+        with np.errstate(all="ignore"):
+            terms = xd * xd if kind == "norm" else xd
+            total = terms.sum(1)
+            want = (np.sqrt(total) if kind == "norm" else total / c if kind == "mean" else total).astype(np.float64)
+            mag = np.abs(np.nan_to_num(terms, nan=0, posinf=0, neginf=0)).sum(1).astype(np.float64)
+        chain = math.ceil(c / 16) + 5  # a lane's chain, four halving levels, the square's rounding
+        bound = chain * u * mag
+        if kind == "norm":
+            bound = bound / np.maximum(2 * np.sqrt(np.nan_to_num(total.astype(np.float64))), 1e-300)
+        if kind == "mean":
+            bound = bound / c
+        bound = bound + 2 * u * np.abs(np.nan_to_num(want)) + 1e-300
+        if dt is np.float32:
+            bound = bound + 2.0**-24 * np.abs(np.nan_to_num(want)) + 2.0**-149
+        finite = np.isfinite(want)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+        assert np.all(np.abs(got[finite].astype(np.float64) - want[finite]) <= bound[finite] * 1.0001), kind
+        if r * c <= 2000:
+            np.testing.assert_array_equal(got, op(x, 1, backend="interp"))
+        grouped = 8 <= c < 256  # the documented range (docs/ops.md), pinned here
+        (plan,) = [p for k, p in P._plans.items() if k[0][0] == "row_" + kind]
+        assert plan.steps[0][2] == (-(-r // cpu_rows_per_block(c)) if grouped else r)

@@ -29,6 +29,10 @@ CPU_LANES = 64
 #: 2 measured 1.1-1.4x faster for sum, sum of squares and max; f64 max with 4 measured 8.2 -> 9.9
 #: us at 2^16; dot keeps 1 (2 measured slower: 4.0 against 5.2 G/s for f32)
 CPU_PAIR = 2
+#: CPU forms (reduce.full_program, argmax_program; the grouped rows of vyre.ops._grouped):
+#: elements per block at most (one workgroup; blocks run in parallel). Smaller blocks shorten each
+#: lane's chain of adds (accuracy, docs/ops.md) at a little overhead.
+CPU_BLOCK = 1 << 13
 #: :func:`halving`: levels of at most this many slots are written out instead of looped
 HALVING_UNROLLED = 8
 

@@ -4,8 +4,8 @@
   subgroups per workgroup; one row measured fastest). The 32 lanes read a row coalesced,
   ``GPU_UNROLL`` columns each per step, all the step's loads first under one in-range check,
   accumulate (in f64 for f32), and one subgroup reduce per row gives it; lane 0 stores it.
-  CPU form: a block of rows per workgroup, four rows at a time sharing each step's ``v``; per
-  row, 128 lane accumulators (the vectorised loop of vyre.ops.reduce's CPU form), merged pairwise.
+  CPU form: rows in groups (vyre.ops._grouped): a block of rows per workgroup, four rows at a
+  time sharing each step's widened ``v``, 16 lane accumulators a row, merged pairwise.
 * Gradient (``matvec_grad``): ``grad_m = outer(g, v)`` is elementwise (one flat program);
   ``grad_v = m^T g`` sums columns: invocation ``(chunk, j)`` sums column ``j`` over a chunk of rows
   (consecutive invocations read consecutive columns of the same rows: coalesced), and a second pass
@@ -21,11 +21,11 @@ from typing import Any
 
 from ..ir import (
     BufferDecl, DataType, Expr, Node, Program, assign, buflen, cast, fma, gid, if_, lane, let, lid, load, loop,
-    maximum, minimum, output, read, select, store, u32, var, wgid, workgroup,
+    minimum, output, read, select, store, u32, var, wgid,
 )
 from ..ir.expr import lit
-from ._blocks import SUBGROUP, Combine, accumulator_type, all_of, bounded_span, halving, subgroup_combine, tree
-from .reduce import CPU_BLOCK
+from ._blocks import SUBGROUP, Combine, accumulator_type, all_of, subgroup_combine, tree
+from ._grouped import cpu_rows_per_block, grouped_rows
 from ._plans import planned
 from ._sites import Site
 from ._runtime import OpsError, prepare
@@ -38,16 +38,6 @@ MATVEC_WG = 256
 #: 1 row with 16 columns 35.0 us (re-using v across rows does not pay: v stays in L1 anyway)
 MATVEC_ROWS = 1
 GPU_UNROLL = 8
-#: CPU form: accumulators per row (lanes of one vectorised multiply-add; as vyre.ops.reduce) and
-#: elements per block
-#: CPU form: rows that share each step's load of ``v`` (1.4-2x over one row at a time; 8 rows measured
-#: another 10% at twice the compile time, 6 s cold)
-CPU_GROUP = 4
-#: CPU form: accumulators per row. The lane array lives in the kernel's stack frame, and with 16
-#: lanes a group's 64 accumulators fit the vector registers, so the loop keeps them there (no load
-#: and store per step): serial kernel 4096x4096 f32 2.77 -> 2.28 ms, 256x256 16.8 -> 8.5 us; 32
-#: lanes 2.47 ms, 64 3.34 ms (spills), 8 lanes with 4 rows 7.6 ms (BENCHMARKS.md)
-CPU_LANES = 16
 #: rows per chunk of the column sums of ``grad_v`` (first pass)
 VECMAT_CHUNK = 64
 
@@ -67,72 +57,20 @@ def matvec_program(t: DataType, *, gpu: bool, rows: int = MATVEC_ROWS, unroll: i
     return _matvec_cpu(t, a, bufs)
 
 
-def cpu_rows_per_block(cols: int) -> int:
-    """CPU form: rows per workgroup (block), a multiple of CPU_GROUP, about CPU_BLOCK elements; the
-    program computes the same number from ``len(v)``, so the host launches ``ceil(rows /
-    cpu_rows_per_block(cols))`` workgroups."""
-    return CPU_GROUP * ((CPU_BLOCK // CPU_GROUP + cols) // (cols + 1))
-
-
 def _matvec_cpu(t: DataType, a: DataType, bufs: list[BufferDecl]) -> Program:
-    """CPU form: one invocation per workgroup, a block of consecutive rows per workgroup (blocks
-    run on every core), CPU_GROUP rows at a time. Row ``i`` of the group accumulates into its
-    CPU_LANES slots ``[i L, (i + 1) L)`` of one lane array in workgroup memory, all rows in one
-    elementwise loop over the step's columns, ``w = v[p + k]`` widened once for them:
-    ``lanes[i L + k] += m[b_i + p + k] * w``, which LLVM vectorises (a loop-carried scalar sum stays
-    scalar without fast-math; docs/ops.md; one array rather than one per row keeps the vectoriser's
-    run-time alias checks to two). A group's rows past the block's end read the block's last row
-    and store nothing.
-    The row's last ``< CPU_LANES`` columns go one per lane, then each row's lanes merge pairwise.
-    Every index is proven in range (vyre/codegen/ranges.py), so no loop has a guard: rows read
-    ``m``'s row ``min(r, mlast)`` (``mlast``: the last row ``m`` holds) over ``min(cols, len(m))``
-    columns, in bounds whatever the lengths (rows ``m`` does not hold get another row's sum)."""
-    lanes = workgroup("lanes", CPU_GROUP * CPU_LANES, a)
-    cols, k, p, r = var("cols"), var("k"), var("p"), var("r")
-    bases = [var(f"b{i}") for i in range(CPU_GROUP)]
-
+    """CPU form: rows in groups (vyre.ops._grouped), each step's ``w = v[j]`` widened once for
+    the group's rows: ``lanes[i L + k] += m[b_i + p + k] * w``."""
     exact = t is DataType.F32  # a product of two f32 is exact in f64: fusing it changes no bit
 
-    def add(i: int, j: Expr, slot: Expr, w: Expr, tmp: str) -> list[Node]:
-        at = slot + u32(i * CPU_LANES) if i else slot
-        x = cast(a, load("m", bases[i] + j))
+    def add(i: int, at: Expr, slot: Expr, w: Expr | None, tmp: str) -> list[Node]:
+        assert w is not None
+        x = cast(a, load("m", at))
         if exact:  # one fused multiply-add where the CPU has one (Fma), the same value as x * w + lane
-            return [let(tmp, x), store(lanes, at, fma(var(tmp), w, lanes[at]))]
-        return [let(tmp, x * w), store(lanes, at, lanes[at] + var(tmp))]
+            return [let(tmp, x), store("lanes", slot, fma(var(tmp), w, load("lanes", slot)))]
+        return [let(tmp, x * w), store("lanes", slot, load("lanes", slot) + var(tmp))]
 
-    group: list[Node] = [
-        let("r", var("lo") + var("gi") * u32(CPU_GROUP)),
-        *(let(f"b{i}", minimum(minimum(r + u32(i), var("hi") - u32(1)), var("mlast")) * cols)
-          for i in range(CPU_GROUP)),
-        loop("k", u32(0), buflen(lanes), [store(lanes, k, lit(0.0, a))]),
-        loop("j", u32(0), var("steps"), [
-            let("p", var("j") * u32(CPU_LANES)),
-            loop("k", u32(0), u32(CPU_LANES), [
-                let("w", cast(a, load("v", p + k))),
-                *(x for i in range(CPU_GROUP) for x in add(i, p + k, k, var("w"), f"x{i}")),
-            ]),
-        ]),
-        loop("q", var("t0"), var("ce"), [
-            let("w", cast(a, load("v", var("q")))),
-            *(x for i in range(CPU_GROUP) for x in add(i, var("q"), var("q") - var("t0"), var("w"), f"y{i}")),
-        ]),
-    ]
-    for i in range(CPU_GROUP):
-        ri = r + u32(i) if i else r
-        group += [*halving(lanes, CPU_LANES, lambda x, y: x + y, f"rm{i}", i * CPU_LANES),
-                  if_(ri.lt(var("hi")), [store("out", ri, cast(t, lanes[u32(i * CPU_LANES)]))])]
-    body: list[Node] = [
-        let("cols", buflen("v")),
-        let("ce", minimum(cols, buflen("m"))),
-        let("c1", maximum(cols, u32(1))),
-        let("mlast", maximum(buflen("m") / var("c1"), u32(1)) - u32(1)),
-        let("per", u32(CPU_GROUP) * ((u32(CPU_BLOCK // CPU_GROUP) + cols) / (cols + u32(1)))),
-        *bounded_span(buflen("out"), wgid() * var("per"), var("per")),  # this block's rows [lo, hi)
-        let("steps", var("ce") / u32(CPU_LANES)),
-        let("t0", var("steps") * u32(CPU_LANES)),
-        loop("gi", u32(0), (var("len") + u32(CPU_GROUP - 1)) / u32(CPU_GROUP), group),
-    ]
-    return Program.wrapped([*bufs, lanes], 1, body)
+    return grouped_rows(bufs, a, matrix="m", out="out", cols=buflen("v"), add=add,
+                        shared=lambda j: cast(a, load("v", j)), total=lambda s: cast(t, s))
 
 
 def _matvec_gpu(t: DataType, a: DataType, bufs: list[BufferDecl], nr: int, u: int, wg: int) -> Program:

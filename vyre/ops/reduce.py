@@ -37,7 +37,8 @@ from ..ir import (
     unop, var, wgid, workgroup,
 )
 from ._blocks import (
-    CPU_LANES, CPU_PAIR, Combine, accumulator_type, all_of, bounded_span, lane_reduce, tree, workgroup_combine,
+    CPU_BLOCK, CPU_LANES, CPU_PAIR, Combine, accumulator_type, all_of, bounded_span, lane_reduce, tree,
+    workgroup_combine,
 )
 from ._axes import along, matrix_axis, whole_keepdims
 from .colwise import MIN_INNER, column_block, reduce_columns, reduce_matrix_columns
@@ -59,10 +60,6 @@ GPU_UNROLL = 8
 #: (sum), 54 -> 42 (argmax), GPU time 2.8 -> 4.3 us; at 2^16 one pass took 4x the GPU time
 #: (bench/one_pass_probe.py, BENCHMARKS.md)
 GPU_ONE_PASS = 1 << 14
-#: CPU forms (full_program, argmax_program): elements per block at most (one workgroup; blocks run
-#: in parallel). Smaller blocks shorten each lane's chain of adds (accuracy, docs/ops.md) at a
-#: little overhead.
-CPU_BLOCK = 1 << 13
 #: CPU forms of max, min and argmax: elements per block at most. Their result does not depend on
 #: the partition (no rounding), so blocks are as long as parallelism allows: up to this many
 #: elements take one pass and one block, which saves the second pass's call (2^16 f32 max 7.2 ->

@@ -31,21 +31,22 @@ from typing import Any
 
 
 from ..ir import (
-    BufferDecl, DataType, Expr, Node, Program, UnOpKind, buflen, cast, exp, gid, if_, let, lid,
+    BufferDecl, DataType, Expr, Node, Program, UnOpKind, buflen, cast, exp, fma, gid, if_, let, lid,
     load, log, output, read, select, store, u32, unop, var, wgid,
 )
 from ..ir.expr import lit
 from ._axes import Along, along, from_rows, matrix_axis, per_row, rows_of_stat, to_rows
 from ._blocks import Combine, accumulator_type, kind_combine, kind_term, kind_total, workgroup_combine
+from ._grouped import cpu_rows_per_block, grouped_rows
 from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
 from ._plans import planned
 from ._runtime import Ctx, OpsError, _kind, prepare
 
 __all__ = [
-    "ROW_KINDS", "RowBuilder", "layer_norm", "layer_norm_grad", "layer_norm_grad_program", "layer_norm_program",
-    "logsumexp", "logsumexp_grad", "logsumexp_grad_program", "logsumexp_program", "prepare_rows",
-    "reduce_matrix_rows", "reduce_rows", "row_max", "row_program", "row_sum", "row_workgroup", "softmax",
-    "softmax_grad", "softmax_grad_program", "softmax_program",
+    "GROUPED_KINDS", "ROW_KINDS", "RowBuilder", "grouped_row_program", "layer_norm", "layer_norm_grad",
+    "layer_norm_grad_program", "layer_norm_program", "logsumexp", "logsumexp_grad", "logsumexp_grad_program",
+    "logsumexp_program", "prepare_rows", "reduce_matrix_rows", "reduce_rows", "row_max", "row_program",
+    "row_sum", "row_workgroup", "softmax", "softmax_grad", "softmax_grad_program", "softmax_program",
 ]
 
 GPU_UNROLL = 8
@@ -151,6 +152,37 @@ def row_program(kind: str, t: DataType, *, gpu: bool, wg: int = 256, resident: i
     total = b.combine("t", part, comb, a)
     b.store_stat("out", cast(t, kind_total(kind, total, a, var("cols"))))
     return b.program()
+
+
+#: the kinds row sums in groups compute (vyre.ops._grouped), for rows of at least GROUPED_MIN_COLS
+#: and fewer than GROUPED_MAX_COLS columns: against one row per invocation, 2-3x faster for 16-48
+#: columns, 1.2-1.7x for 64-128; about even at 256 (f32 row sums, 2-core VM, BENCHMARKS.md)
+GROUPED_KINDS = ("sum", "mean", "norm")
+GROUPED_MIN_COLS = 8
+GROUPED_MAX_COLS = 256
+
+
+@functools.lru_cache(maxsize=16)
+def grouped_row_program(kind: str, t: DataType) -> Program:
+    """The CPU form of :func:`row_program` for the adding kinds (GROUPED_KINDS) in groups of rows
+    (vyre.ops._grouped; launch ``ceil(rows / cpu_rows_per_block(cols))`` workgroups): the same
+    values up to the order of the additions (16 lanes a row, merged pairwise)."""
+    if kind not in GROUPED_KINDS:
+        raise ValueError(f"grouped_row_program kind {kind!r}; expected one of {GROUPED_KINDS}")
+    a = accumulator_type(Combine.ADD, t)
+    exact = t is not a  # a square of an f32 is exact in f64: fusing it changes no bit
+
+    def add(i: int, at: Expr, slot: Expr, w: Expr | None, tmp: str) -> list[Node]:
+        x = cast(a, load("x", at))
+        if kind != "norm":
+            return [store("lanes", slot, load("lanes", slot) + x)]
+        if exact:
+            return [let(tmp, x), store("lanes", slot, fma(var(tmp), var(tmp), load("lanes", slot)))]
+        return [let(tmp, x), store("lanes", slot, load("lanes", slot) + var(tmp) * var(tmp))]
+
+    return grouped_rows([read("x", 0, t), output("out", 1, t)], a, matrix="x", out="out",
+                        cols=buflen("x") / buflen("out"), add=add, shared=None,
+                        total=lambda total: cast(t, kind_total(kind, total, a, var("cols"))))
 
 
 def _max_and_sumexp(b: RowBuilder, rl: RowLoop, t: DataType, *, finite_shift: bool) -> tuple[Expr, Expr]:
@@ -340,12 +372,15 @@ def _row_reduce_checked(op: tuple[str, bool | None], inputs: tuple[Any, ...], ba
     name, gpu_form = op
     kind = name[4:]  # "row_sum" -> "sum"
     (x,) = inputs
-    ctx, arrs, rows, _, kw = prepare_rows({"x": x}, backend, gpu_form)
+    ctx, arrs, rows, cols, kw = prepare_rows({"x": x}, backend, gpu_form)
     t = arrs["x"].dtype
     out = ctx.empty(rows, t)
     if rows:
-        prog = row_program(kind, t, **kw) if kind in ROW_KINDS else logsumexp_program(t, **kw)
-        ctx.run(prog, {"x": arrs["x"].data, "out": out}, rows)
+        if not kw["gpu"] and kind in GROUPED_KINDS and GROUPED_MIN_COLS <= cols < GROUPED_MAX_COLS:
+            prog, grid = grouped_row_program(kind, t), -(-rows // cpu_rows_per_block(cols))
+        else:
+            prog, grid = (row_program(kind, t, **kw) if kind in ROW_KINDS else logsumexp_program(t, **kw)), rows
+        ctx.run(prog, {"x": arrs["x"].data, "out": out}, grid)
     return ctx.result(out, (rows,))
 
 
