@@ -4,6 +4,8 @@ arrays with special values, and the numpy/fsum oracle each op is held to (docs/o
 from __future__ import annotations
 
 import math
+import sys
+import threading
 
 import numpy as np
 from hypothesis import strategies as st
@@ -82,3 +84,17 @@ def expected_extreme(x: np.ndarray, largest: bool) -> float:
 def same_float(a: float, b: float) -> bool:
     """Equal, or both NaN (zeros of either sign are equal: max(-0, 0) may return either)."""
     return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def run_interleaved(threads: list[threading.Thread]) -> None:
+    """Start and join ``threads`` with the interpreter switching between them after almost any
+    two bytecodes (the races a plan or call site could have show up)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)

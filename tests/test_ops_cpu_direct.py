@@ -8,7 +8,6 @@ earlier call's result arrays to a later call."""
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vyre.ops as vo
+from tests.ops_cases import run_interleaved
 from vyre.ir import F32
 from vyre.ops import OpsError
 from vyre.ops import _launch as LA
@@ -213,15 +213,7 @@ def test_threads_sharing_a_plan_each_get_their_own_answer(n: int) -> None:
                 wrong.append((i, got, want[i]))
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(arrays))]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads between almost any two bytecodes
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(threads)
     assert not wrong, wrong[:3]
     hit = P.plan_key((R.Reduce.SUM, R.Post.NONE, False, None), (arrays[0],), "cpu")
     assert hit is not None

@@ -7,7 +7,6 @@ the route refuses, and keep threads apart."""
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vyre.ops as vo
+from tests.ops_cases import run_interleaved
 from vyre.ops import OpsError
 from vyre.ops import _plans as P
 from vyre.ops import argreduce as A
@@ -222,15 +222,7 @@ def test_threads_learning_and_running_one_site_keep_their_answers() -> None:
 
     P.forget()
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(arrays))]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(threads)
     assert not wrong, wrong[:2]
     assert len(A._ARGMAX_SITE.runs) == 2 and len(R._MAX_SITE.runs) == 1
     assert P.USED.watching == 0 and P.USED.plan is None
