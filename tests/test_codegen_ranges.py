@@ -198,6 +198,7 @@ def test_the_ops_lane_loops_are_proven_in_range() -> None:
     progs.append(linalg.matvec_program(reduce.DataType.F32, gpu=False))
     progs += [rowwise.grouped_row_program(k, t) for k in rowwise.GROUPED_KINDS
               for t in (reduce.DataType.F32, reduce.DataType.F64)]
+    progs.append(argreduce.grouped_row_argmax_program(reduce.DataType.F32))
     for p in progs:
         body = _kernel(emit_cpu(p))
         body = body[:body.find("def vyre_kernel_parallel")]

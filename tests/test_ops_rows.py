@@ -357,3 +357,35 @@ def test_short_row_sums_in_groups(shape: tuple[int, int], dt: type, seed: int, s
         grouped = 8 <= c < 256  # the documented range (docs/ops.md), pinned here
         (plan,) = [p for k, p in P._plans.items() if k[0][0] == "row_" + kind]
         assert plan.steps[0][2] == (-(-r // cpu_rows_per_block(c)) if grouped else r)
+
+
+@settings(max_examples=12, deadline=None)
+@given(shape=st.sampled_from([(5, 24), (4, 32), (2000, 31), (3, 255), (1, 40), (700, 100), (7, 256), (9, 23),
+                              (600, 64)]),
+       dt=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31),
+       special=st.sampled_from([None, np.nan, np.inf, -np.inf]))
+def test_row_argmax_in_groups(shape: tuple[int, int], dt: type, seed: int, special: float | None) -> None:
+    """The row argmax of rows of 24-255 columns runs in groups of rows (16 slots a row, each
+    keeping its first maximum, its column and a NaN flag): numpy's answer with ties (the lowest
+    column), NaNs (the first), all -inf rows (0) and specials in a step's or the tail's slots, the
+    interpreter's on small shapes, and a block per workgroup exactly in the documented range."""
+    from vyre.ops import _plans as P
+    from vyre.ops._grouped import cpu_rows_per_block
+
+    r, c = shape
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-3, 4, (r, c)).astype(dt)  # many ties
+    if special is not None:
+        x[r // 2, c - 1] = special  # the tail's slots when c % 16, else the last step's
+        x[0, rng.integers(0, c)] = special
+        x[r - 1, c // 3] = special
+    x[-1] = -np.inf if r > 2 else x[-1]
+    P.forget()
+    got = vo.argmax(x, 1, backend="cpu")
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, x.argmax(1))
+    if r * c <= 2000:
+        np.testing.assert_array_equal(got, vo.argmax(x, 1, backend="interp"))
+    (plan,) = [p for k, p in P._plans.items() if k[0][0] == "row_argmax"]
+    grouped = 24 <= c < 256  # the documented range (docs/ops.md), pinned here
+    assert plan.steps[0][2] == (-(-r // cpu_rows_per_block(c)) if grouped else r)

@@ -33,7 +33,7 @@ from ..ir import (
 from ..ir.expr import lit
 from ._blocks import CPU_BLOCK, bounded_span, halving
 
-__all__ = ["CPU_GROUP", "CPU_LANES", "cpu_rows_per_block", "grouped_rows"]
+__all__ = ["CPU_GROUP", "CPU_LANES", "cpu_rows_per_block", "grouped_program", "grouped_rows"]
 
 #: rows that share each step's loop (matvec: its load of ``v``): 1.4-2x over one row at a time; 8
 #: rows measured another 10% at twice the compile time, 6 s cold
@@ -44,9 +44,9 @@ CPU_GROUP = 4
 #: 7.6 ms (BENCHMARKS.md)
 CPU_LANES = 16
 
-#: (row i of the group, the element's index into the matrix, its lane slot, the step's shared
-#: value or None, a name for a temporary) -> the statements adding the element into its slot
-Add = Callable[[int, Expr, Expr, Expr | None, str], list[Node]]
+#: (row i of the group, the element's index into the matrix, its column, its lane slot, the step's
+#: shared value or None, a name for a temporary) -> the statements adding the element into its slot
+Add = Callable[[int, Expr, Expr, Expr, Expr | None, str], list[Node]]
 
 
 def cpu_rows_per_block(cols: int) -> int:
@@ -58,11 +58,31 @@ def cpu_rows_per_block(cols: int) -> int:
 
 def grouped_rows(bufs: list[BufferDecl], a: DataType, *, matrix: str, out: str, cols: Expr, add: Add,
                  shared: Callable[[Expr], Expr] | None, total: Callable[[Expr], Expr]) -> Program:
-    """The grouped-rows program over ``bufs`` (the lane array of accumulator type ``a`` is added):
-    ``out[r] = total(the sum of add's terms over row r)`` for rows of ``cols`` elements of the
-    flat ``matrix``. ``shared(j)``: a value of column ``j`` that every row of the group uses
+    """The grouped-rows sum over ``bufs`` (a lane array ``lanes`` of accumulator type ``a`` is
+    added): ``out[r] = total(the sum of add's terms over row r)`` for rows of ``cols`` elements of
+    the flat ``matrix``. ``shared(j)``: a value of column ``j`` that every row of the group uses
     (matvec's widened ``v[j]``), bound once per column and handed to ``add``."""
     lanes = workgroup("lanes", CPU_GROUP * CPU_LANES, a)
+    k = var("k")
+
+    def finish(i: int, row: Expr) -> list[Node]:
+        return [*halving(lanes, CPU_LANES, lambda x, y: x + y, f"rm{i}", i * CPU_LANES),
+                if_(row.lt(var("hi")), [store(out, row, total(lanes[u32(i * CPU_LANES)]))])]
+
+    return grouped_program(bufs, [lanes], matrix=matrix, out=out, cols=cols, add=add, shared=shared,
+                           init=[loop("k", u32(0), buflen(lanes), [store(lanes, k, lit(0.0, a))])], finish=finish)
+
+
+def grouped_program(bufs: list[BufferDecl], lanes: list[BufferDecl], *, matrix: str, out: str, cols: Expr,
+                    add: Add, shared: Callable[[Expr], Expr] | None, init: list[Node],
+                    finish: Callable[[int, Expr], list[Node]]) -> Program:
+    """The grouped-rows loop nest over ``bufs`` and the lane arrays ``lanes`` (CPU_GROUP *
+    CPU_LANES slots each, slot ``i L + k`` for row ``i`` of the group): per group ``init``, then
+    ``add`` for every element of the group's rows (columns in increasing order per slot: slot ``k``
+    of a row sees columns ``k, k + L, ...`` and then its tail column ``t0 + k``), then
+    ``finish(i, row)`` for each row ``i`` of the group (``row`` may be past the block's end ``hi``:
+    store nothing then). ``var("b<i>")`` is row ``i``'s first element in ``matrix`` and
+    ``var("cols")`` / ``var("ce")`` the columns and those ``matrix`` holds, for ``finish``."""
     k, p, r = var("k"), var("p"), var("r")
     bases = [var(f"b{i}") for i in range(CPU_GROUP)]
 
@@ -73,14 +93,14 @@ def grouped_rows(bufs: list[BufferDecl], a: DataType, *, matrix: str, out: str, 
             nodes.append(let("w", shared(j)))
             w = var("w")
         for i in range(CPU_GROUP):
-            nodes += add(i, bases[i] + j, slot + u32(i * CPU_LANES) if i else slot, w, f"{tmp}{i}")
+            nodes += add(i, bases[i] + j, j, slot + u32(i * CPU_LANES) if i else slot, w, f"{tmp}{i}")
         return nodes
 
     group: list[Node] = [
         let("r", var("lo") + var("gi") * u32(CPU_GROUP)),
         *(let(f"b{i}", minimum(minimum(r + u32(i), var("hi") - u32(1)), var("mlast")) * var("cols"))
           for i in range(CPU_GROUP)),
-        loop("k", u32(0), buflen(lanes), [store(lanes, k, lit(0.0, a))]),
+        *init,
         loop("j", u32(0), var("steps"), [
             let("p", var("j") * u32(CPU_LANES)),
             loop("k", u32(0), u32(CPU_LANES), column(p + k, k, "x")),
@@ -88,9 +108,7 @@ def grouped_rows(bufs: list[BufferDecl], a: DataType, *, matrix: str, out: str, 
         loop("q", var("t0"), var("ce"), column(var("q"), var("q") - var("t0"), "y")),
     ]
     for i in range(CPU_GROUP):
-        ri = r + u32(i) if i else r
-        group += [*halving(lanes, CPU_LANES, lambda x, y: x + y, f"rm{i}", i * CPU_LANES),
-                  if_(ri.lt(var("hi")), [store(out, ri, total(lanes[u32(i * CPU_LANES)]))])]
+        group += finish(i, r + u32(i) if i else r)
     c = var("cols")
     body: list[Node] = [
         let("cols", cols),
@@ -103,4 +121,4 @@ def grouped_rows(bufs: list[BufferDecl], a: DataType, *, matrix: str, out: str, 
         let("t0", var("steps") * u32(CPU_LANES)),
         loop("gi", u32(0), (var("len") + u32(CPU_GROUP - 1)) / u32(CPU_GROUP), group),
     ]
-    return Program.wrapped([*bufs, lanes], 1, body)
+    return Program.wrapped([*bufs, *lanes], 1, body)

@@ -62,7 +62,7 @@ def _matvec_cpu(t: DataType, a: DataType, bufs: list[BufferDecl]) -> Program:
     the group's rows: ``lanes[i L + k] += m[b_i + p + k] * w``."""
     exact = t is DataType.F32  # a product of two f32 is exact in f64: fusing it changes no bit
 
-    def add(i: int, at: Expr, slot: Expr, w: Expr | None, tmp: str) -> list[Node]:
+    def add(i: int, at: Expr, j: Expr, slot: Expr, w: Expr | None, tmp: str) -> list[Node]:
         assert w is not None
         x = cast(a, load("m", at))
         if exact:  # one fused multiply-add where the CPU has one (Fma), the same value as x * w + lane

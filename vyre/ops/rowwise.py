@@ -172,7 +172,7 @@ def grouped_row_program(kind: str, t: DataType) -> Program:
     a = accumulator_type(Combine.ADD, t)
     exact = t is not a  # a square of an f32 is exact in f64: fusing it changes no bit
 
-    def add(i: int, at: Expr, slot: Expr, w: Expr | None, tmp: str) -> list[Node]:
+    def add(i: int, at: Expr, j: Expr, slot: Expr, w: Expr | None, tmp: str) -> list[Node]:
         x = cast(a, load("x", at))
         if kind != "norm":
             return [store("lanes", slot, load("lanes", slot) + x)]
