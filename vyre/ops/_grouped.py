@@ -1,6 +1,6 @@
-"""Rows in groups: the CPU form of ``matvec`` (vyre.ops.linalg) and of the sums of short rows
-(vyre.ops.rowwise: ``sum``, ``mean`` and ``norm`` along the last axis of rows of
-``GROUPED_COLS`` columns).
+"""Rows in groups: the CPU form of ``matvec`` (vyre.ops.linalg), of the sums of short rows
+(vyre.ops.rowwise: ``sum``, ``mean`` and ``norm`` along the last axis of rows of 8-255 columns)
+and of their argmax (vyre.ops.argreduce, 24-255 columns).
 
 One invocation per workgroup, a block of consecutive rows per workgroup (about ``CPU_BLOCK``
 elements, a multiple of ``CPU_GROUP`` rows; blocks run on every core), ``CPU_GROUP`` rows at a
