@@ -16,7 +16,6 @@ Three shapes, chosen from the program:
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable
 from dataclasses import dataclass, field
 

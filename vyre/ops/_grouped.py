@@ -65,9 +65,13 @@ def grouped_rows(bufs: list[BufferDecl], a: DataType, *, matrix: str, out: str, 
     lanes = workgroup("lanes", CPU_GROUP * CPU_LANES, a)
     k = var("k")
 
-    def finish(i: int, row: Expr) -> list[Node]:
-        return [*halving(lanes, CPU_LANES, lambda x, y: x + y, f"rm{i}", i * CPU_LANES),
-                if_(row.lt(var("hi")), [store(out, row, total(lanes[u32(i * CPU_LANES)]))])]
+    def finish() -> list[Node]:  # per row of the group: merge its lanes, store its total
+        nodes: list[Node] = []
+        for i in range(CPU_GROUP):
+            row = var("r") + u32(i) if i else var("r")
+            nodes += [*halving(lanes, CPU_LANES, lambda x, y: x + y, f"rm{i}", i * CPU_LANES),
+                      if_(row.lt(var("hi")), [store(out, row, total(lanes[u32(i * CPU_LANES)]))])]
+        return nodes
 
     return grouped_program(bufs, [lanes], matrix=matrix, out=out, cols=cols, add=add, shared=shared,
                            init=[loop("k", u32(0), buflen(lanes), [store(lanes, k, lit(0.0, a))])], finish=finish)
@@ -75,14 +79,15 @@ def grouped_rows(bufs: list[BufferDecl], a: DataType, *, matrix: str, out: str, 
 
 def grouped_program(bufs: list[BufferDecl], lanes: list[BufferDecl], *, matrix: str, out: str, cols: Expr,
                     add: Add, shared: Callable[[Expr], Expr] | None, init: list[Node],
-                    finish: Callable[[int, Expr], list[Node]]) -> Program:
+                    finish: Callable[[], list[Node]]) -> Program:
     """The grouped-rows loop nest over ``bufs`` and the lane arrays ``lanes`` (CPU_GROUP *
     CPU_LANES slots each, slot ``i L + k`` for row ``i`` of the group): per group ``init``, then
     ``add`` for every element of the group's rows (columns in increasing order per slot: slot ``k``
     of a row sees columns ``k, k + L, ...`` and then its tail column ``t0 + k``), then
-    ``finish(i, row)`` for each row ``i`` of the group (``row`` may be past the block's end ``hi``:
-    store nothing then). ``var("b<i>")`` is row ``i``'s first element in ``matrix`` and
-    ``var("cols")`` / ``var("ce")`` the columns and those ``matrix`` holds, for ``finish``."""
+    ``finish()``: the group's answers, for rows ``var("r") + i`` that are below the block's end
+    ``var("hi")`` (the group's rows past it store nothing). ``var("b<i>")`` is row ``i``'s first
+    element in ``matrix`` and ``var("cols")`` / ``var("ce")`` the columns and those ``matrix``
+    holds, for ``finish``."""
     k, p, r = var("k"), var("p"), var("r")
     bases = [var(f"b{i}") for i in range(CPU_GROUP)]
 
@@ -107,8 +112,7 @@ def grouped_program(bufs: list[BufferDecl], lanes: list[BufferDecl], *, matrix: 
         ]),
         loop("q", var("t0"), var("ce"), column(var("q"), var("q") - var("t0"), "y")),
     ]
-    for i in range(CPU_GROUP):
-        group += finish(i, r + u32(i) if i else r)
+    group += finish()
     c = var("cols")
     body: list[Node] = [
         let("cols", cols),

@@ -25,16 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from ..driver.backends import cuda_available
-from ..settings import _RAW_BACKEND_KEY, _RAW_ENV
+from ..driver.backends import default_is_cpu
 from ._plans import SITE_MEMORIES, USED
 
 __all__ = ["Site"]
 
 #: signatures a site keeps before it starts again (as the plan cache does)
 SITE_LIMIT = 1024
-#: cuda_available(), asked when a site first learns (a hit needs no call for it: 0.05 us)
-_GPU = [True]
 
 
 class Site:
@@ -61,13 +58,10 @@ class Site:
             return self.route(x, axis, keepdims, backend, deterministic)
         if hit is not None:
             flags = x.flags
-            # default_is_cpu() inline (a site learns only after cuda_available() was asked)
-            if (flags.carray or (flags.c_contiguous and flags.aligned)) and (
-                    backend is not None or (_RAW_BACKEND_KEY not in _RAW_ENV and not _GPU[0])):  # type: ignore[operator]
+            if (flags.carray or (flags.c_contiguous and flags.aligned)) and (backend is not None or default_is_cpu()):
                 run, as_indices = hit
-                if as_indices:
-                    return run([x if x.ndim == 1 else x.ravel()]).astype(np.int64)
-                return run([x if x.ndim == 1 else x.ravel()])
+                out = run([x if x.ndim == 1 else x.ravel()])
+                return out.astype(np.int64) if as_indices else out
         return self._learn(sig, x, None, (x, axis, keepdims, backend, deterministic))
 
     def two(self, x: Any, y: Any, backend: str | None, deterministic: Any) -> Any:
@@ -81,8 +75,7 @@ class Site:
         if hit is not None:
             fx, fy = x.flags, y.flags
             if ((fx.carray or (fx.c_contiguous and fx.aligned)) and (fy.carray or (fy.c_contiguous and fy.aligned))
-                    and (backend is not None or (_RAW_BACKEND_KEY not in _RAW_ENV  # type: ignore[operator]
-                                                 and not _GPU[0]))):
+                    and (backend is not None or default_is_cpu())):
                 return hit[0]([x if x.ndim == 1 else x.ravel(), y if y.ndim == 1 else y.ravel()])
         return self._learn(sig, x, y, (x, y, backend, deterministic))
 
@@ -90,15 +83,16 @@ class Site:
         """The route's answer; the signature remembered where the route replayed one plan over
         exactly these arrays and answered with its answer (or its indices as int64)."""
         USED.watching += 1
-        USED.plan = None
+        USED.plan = USED.inputs = USED.answer = USED.indices = None
         try:
             out = self.route(*args)
             used, inputs, answer, indices = USED.plan, USED.inputs, USED.answer, USED.indices
         finally:
             USED.watching -= 1
             USED.plan = USED.inputs = USED.answer = USED.indices = None  # no array kept alive
-        if used is None or inputs is None or inputs[0] is not x or (y is not None and (
-                len(inputs) != 2 or inputs[1] is not y)) or (y is None and len(inputs) != 1):
+        arrays = (x,) if y is None else (x, y)
+        if used is None or inputs is None or len(inputs) != len(arrays) or any(
+                a is not b for a, b in zip(inputs, arrays, strict=True)):
             return out
         if out is answer:
             as_indices = False
@@ -106,7 +100,6 @@ class Site:
             as_indices = True
         else:
             return out
-        _GPU[0] = cuda_available()  # cached: the same all process long
         if len(self.runs) >= SITE_LIMIT:
             self.runs.clear()
         self.runs[sig] = (used.run, as_indices)
