@@ -10,6 +10,8 @@ import threading
 import numpy as np
 from hypothesis import strategies as st
 
+from vyre.ops.reduce import STAGE_STEPS
+
 U64 = 2.0**-53
 U32 = 2.0**-24
 
@@ -48,10 +50,11 @@ def chain_bound(n: int) -> int:
     return n // 8 + 64
 
 
-def check_sum(got: float, x: np.ndarray, extra: np.ndarray | None = None) -> None:
+def check_sum(got: float, x: np.ndarray, extra: np.ndarray | None = None, staged: bool = False) -> None:
     """``got`` against the exact sum of ``x`` (``x * extra`` for a dot product): IEEE special-value
     rules, else the bound of docs/ops.md: f32 rounds the f64 sum once; f64 within
-    ``chain_bound(n) * 2^-53 * sum|x|``."""
+    ``chain_bound(n) * 2^-53 * sum|x|``. ``staged`` (the CPU form of an f32 dot, vyre.ops.reduce
+    ``_staged_program``): the f32 stages add ``STAGE_STEPS * 2^-24 * sum|x_i y_i|``."""
     terms = x.astype(np.float64) if extra is None else x.astype(np.float64) * extra.astype(np.float64)
     with np.errstate(all="ignore"):
         naive = np.sum(terms)
@@ -70,6 +73,8 @@ def check_sum(got: float, x: np.ndarray, extra: np.ndarray | None = None) -> Non
         if abs(exact) > 3.4028234663852886e38 * (1 + 2**-25):
             assert math.isinf(got) and math.copysign(1, got) == math.copysign(1, exact), (got, exact)
             return
+        if staged:
+            bound += STAGE_STEPS * U32 * mag * (1 + 2.0**-20)
         bound = U32 * abs(exact) + bound * (1 + U32) + 1e-45
     assert abs(float(got) - exact) <= bound, (float(got), exact, bound)
 

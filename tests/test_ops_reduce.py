@@ -63,7 +63,7 @@ def test_max_min_argmax(backend: str, x: np.ndarray) -> None:
 def test_dot(backend: str, data: st.DataObject) -> None:
     x = data.draw(arrays())
     y = floats_array(data.draw, x.size, x.dtype.type, data.draw(st.booleans()))
-    check_sum(float(ops.dot(x, y, backend=backend)), x, y)
+    check_sum(float(ops.dot(x, y, backend=backend)), x, y, staged=True)
 
 
 @settings(max_examples=8)
@@ -157,7 +157,8 @@ def test_gpu_form_argmax_keeps_the_first_index_across_its_pairs(n: int, dtype: t
 def test_cpu_form_is_bit_identical_on_cpu_and_interpreter(x: np.ndarray) -> None:
     """Fixed partition, fixed order, no atomics: the compiled kernel and the reference agree exactly,
     and repeated calls agree exactly (docs/ops.md, "Determinism")."""
-    for f in (ops.sum, ops.norm, ops.mean):
+    twin = x[::-1].copy()
+    for f in (ops.sum, ops.norm, ops.mean, lambda v, backend: ops.dot(v, twin, backend=backend)):
         a = f(x, backend="cpu")
         b = f(x, backend="interp")
         assert a.tobytes() == b.tobytes() or (np.isnan(a) and np.isnan(b))
@@ -248,6 +249,60 @@ def test_empty_identities() -> None:
         assert ops.norm(e, backend="cpu") == 0
         assert ops.max(e, backend="cpu") == -np.inf and ops.min(e, backend="cpu") == np.inf
         assert np.isnan(ops.mean(e, backend="cpu"))
+
+
+def _check_norm(got: float, x: np.ndarray) -> None:
+    ref = math.sqrt(math.fsum((x.astype(np.float64) ** 2).tolist()))
+    assert abs(got - ref) <= 4e-7 * ref + 1e-45, (got, ref)
+
+
+@settings(deadline=None)
+@given(n=st.integers(1, 1200), where=st.floats(0, 1), plant=st.sampled_from(["cancel", "tiny", "huge", "zeros"]),
+       backend=st.sampled_from(BACKENDS), seed=st.integers(0, 2**32 - 1))
+@example(n=700, where=0.1, plant="cancel", backend="cpu", seed=0)  # in a stage
+@example(n=700, where=0.99, plant="cancel", backend="cpu", seed=0)  # in the f64 rest of the block
+def test_f32_stages_give_way_to_f64_where_they_would_lose(n: int, where: float, plant: str, backend: str,
+                                                          seed: int) -> None:
+    """The CPU form of f32 dot and norm adds products in f32 stages (vyre.ops.reduce
+    ``_staged_program``); a block whose staged total overflowed f32 (products past 3.4e38 that
+    cancel), or is tiny (squares lost to f32's subnormals), or zero, is summed again in f64: the
+    answer stays within the bound of docs/ops.md where the stages alone give NaN, inf or 0."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    i = min(n - 1, int(where * n))
+    if plant == "cancel":  # x_i y_i = 1e40 = -x_j y_j: NaN in f32, exact in f64
+        x[i], y[i] = 1e30, 1e10
+        if n > 1:
+            j = (i + 1 + int(rng.integers(0, n - 1))) % n
+            x[j], y[j] = -1e30, 1e10
+    elif plant == "tiny":
+        x *= np.float32(1e-22)
+        y *= np.float32(1e-22)
+    elif plant == "huge":
+        x *= np.float32(1e20)
+    else:
+        x[:] = 0
+    check_sum(float(ops.dot(x, y, backend=backend)), x, y, staged=True)
+    _check_norm(float(ops.norm(x, backend=backend)), x)
+
+
+@pytest.mark.parametrize("plant", ["cancel", "tiny", "huge"])
+def test_f32_stages_give_way_per_block(plant: str) -> None:
+    """Longer arrays (several blocks of CPU_BLOCK_EXACT, run in parallel): each block decides for
+    itself; a planted block next to ordinary ones."""
+    n = 3 * R.CPU_BLOCK_EXACT + 77
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    b = slice(R.CPU_BLOCK_EXACT, 2 * R.CPU_BLOCK_EXACT)
+    if plant == "cancel":
+        x[b.start + 5], x[b.stop - 3], y[b.start + 5], y[b.stop - 3] = 1e30, -1e30, 1e10, 1e10
+    else:
+        x[b] *= np.float32(1e-22 if plant == "tiny" else 1e20)
+        y[b] *= np.float32(1e-22 if plant == "tiny" else 1)
+    check_sum(float(ops.dot(x, y, backend="cpu")), x, y, staged=True)
+    _check_norm(float(ops.norm(x, backend="cpu")), x)
 
 
 def test_f32_sum_accumulates_in_f64() -> None:

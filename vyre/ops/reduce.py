@@ -28,6 +28,7 @@ from __future__ import annotations
 import builtins
 import enum
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -36,9 +37,10 @@ from ..ir import (
     if_, let, lid, load, loop, minimum, output, read, select, store, u32,
     unop, var, wgid, workgroup,
 )
+from ..ir.expr import lit
 from ._blocks import (
-    CPU_BLOCK, CPU_LANES, CPU_PAIR, Combine, accumulator_type, all_of, bounded_span, lane_reduce, tree,
-    workgroup_combine,
+    CPU_BLOCK, CPU_LANES, CPU_PAIR, Combine, accumulator_type, all_of, bounded_span, halving, lane_fold,
+    lane_reduce, tree, workgroup_combine,
 )
 from ._axes import along, matrix_axis, whole_keepdims
 from .colwise import MIN_INNER, column_block, reduce_columns, reduce_matrix_columns
@@ -60,11 +62,20 @@ GPU_UNROLL = 8
 #: (sum), 54 -> 42 (argmax), GPU time 2.8 -> 4.3 us; at 2^16 one pass took 4x the GPU time
 #: (bench/one_pass_probe.py, BENCHMARKS.md)
 GPU_ONE_PASS = 1 << 14
-#: CPU forms of max, min and argmax: elements per block at most. Their result does not depend on
-#: the partition (no rounding), so blocks are as long as parallelism allows: up to this many
-#: elements take one pass and one block, which saves the second pass's call (2^16 f32 max 7.2 ->
-#: 6.1 us); past it, blocks of this size keep both cores busy
+#: CPU forms of max, min and argmax (and f32 dot and norm, :func:`_staged_program`): elements per
+#: block at most. Their result does not depend on the partition (no rounding; the stages' f32
+#: error is far above what longer f64 lane chains add), so blocks are as long as parallelism
+#: allows: up to this many elements take one pass and one block, which saves the second pass's
+#: call (2^16 f32 max 7.2 -> 6.1 us); past it, blocks of this size keep both cores busy
 CPU_BLOCK_EXACT = 1 << 17
+#: CPU form of f32 ``dot`` and ``norm`` (:func:`_staged_program`): f32 steps of CPU_LANES elements
+#: per stage. Measured serial, 2^16 f32 dot (H200 host): 1 step (f64 throughout) 11.2 us, 2 steps
+#: 8.7, 4 steps 8.2, 8 steps 9.2; more steps add error (one f32 rounding each)
+STAGE_STEPS = 4
+#: a block's staged total is kept when its magnitude is at least this (and finite): each of a
+#: block's at most CPU_BLOCK_EXACT products is off by at most 2^-150 where f32 subnormals round
+#: it, in all at most 2^-133, which is 2^-73 of such a total, below f64's own rounding
+STAGE_TRUSTED = 2.0 ** -60
 
 
 class Reduce(enum.Enum):
@@ -178,6 +189,8 @@ def _lane_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out:
     reduced into a lane array of CPU_LANES accumulators in workgroup memory (a private array with
     one invocation per workgroup). Each step adds CPU_LANES consecutive elements, one per lane: an
     elementwise loop, which LLVM vectorises (a reduction into scalars it may not reorder)."""
+    if _staged(kind, bufs[0].element) and a is F64:
+        return _staged_program(kind, bufs, names, t_out, post)
     comb = kind.combine
     lanes = workgroup("lanes", CPU_LANES, a)
     bufs = [*bufs, lanes]
@@ -195,6 +208,69 @@ def _lane_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out:
     body: list[Node] = [*_block_bounds(names, buflen(out)), let("g", wgid()), *nodes]
     body.append(if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(total, post, a, n)))]))
     return Program.wrapped([*bufs, *more], 1, body)
+
+
+def _staged(kind: Reduce, t_in: DataType) -> bool:
+    """Does the CPU form of ``kind`` over ``t_in`` stage its products in f32 (:func:`_staged_program`)?"""
+    return kind in (Reduce.DOT, Reduce.SUMSQ) and t_in is DataType.F32
+
+
+def _staged_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_out: DataType, post: Post
+                    ) -> Program:
+    """The CPU form of an f32 ``dot`` or sum of squares (``norm``): each block's products are
+    formed and added in f32 for :data:`STAGE_STEPS` steps of CPU_LANES elements (a *stage*, one
+    f32 lane array), then each stage's lanes are added into f64 lanes; what is left of the block
+    (fewer than a stage's elements) goes into the f64 lanes directly. Widening every element to
+    f64 took two conversions per four elements, the CPU's one shuffle port's limit (2^16 f32 dot
+    11.2 -> 8.2 us, norm 12.2 -> 4.2: BENCHMARKS.md). The cost is accuracy: a product and the
+    stage's additions round in f32, at most ``STAGE_STEPS 2^-24 sum|x_i y_i|`` more error
+    (docs/ops.md, "Accuracy").
+
+    A block whose staged total is not finite (an overflow in f32, or an inf or NaN in the input)
+    or below :data:`STAGE_TRUSTED` in magnitude (where products may have lost bits to f32's
+    subnormals, or cancelled) is summed again in f64 the exact way, so every overflow, NaN and inf
+    rule and the tiny-value behaviour are those of the f64 form."""
+    lanes = workgroup("lanes", CPU_LANES, F64)
+    stage = workgroup("stage", CPU_LANES, DataType.F32)
+    out = bufs[len(names)]
+    bufs = [*bufs, lanes, stage]
+    n, g, k = var("n"), var("g"), var("k")
+
+    def term32(i: Expr) -> Expr:
+        x = load("x", i)
+        return x * (load("y", i) if kind is Reduce.DOT else x)
+
+    fused = None
+    if kind is Reduce.DOT:
+        def fused(i: Expr, acc: Expr) -> Expr:
+            return fma(cast(F64, load("x", i)), cast(F64, load("y", i)), acc)
+    span = CPU_LANES * STAGE_STEPS
+    staged: list[Node] = [
+        let("ps", var("lo") + var("js") * u32(span)),
+        loop("k", u32(0), buflen(stage), [store(stage, k, lit(0.0, DataType.F32))]),
+    ]
+    for i in range(STAGE_STEPS):
+        at = var("ps") + u32(i * CPU_LANES) if i else var("ps")
+        staged.append(loop("k", u32(0), buflen(stage), [store(stage, k, stage[k] + term32(at + k))]))
+    staged.append(loop("k", u32(0), buflen(lanes), [store(lanes, k, lanes[k] + cast(F64, stage[k]))]))
+    zero = [loop("k", u32(0), buflen(lanes), [store(lanes, k, lit(0.0, F64))])]
+    body: list[Node] = [
+        *_block_bounds(names, buflen(out)), let("g", wgid()), *zero,
+        let("ms", var("len") / u32(span)),
+        loop("js", u32(0), var("ms"), staged),
+        # the rest of the block, in f64: the span [rlo, rhi)
+        *bounded_span(var("hi"), var("lo") + var("ms") * u32(span), var("len") - var("ms") * u32(span), "r"),
+        *lane_fold(lanes, Combine.ADD, lambda i: kind.term(F64, i), 1, "r", fused=fused),
+        *halving(lanes, CPU_LANES, Combine.ADD.step, "h"),
+        let("tot", lanes[u32(0)]),
+    ]
+    size = unop(UnOpKind.ABS, var("tot"))
+    trusted = size.ge(lit(STAGE_TRUSTED, F64)).and_(size.lt(lit(math.inf, F64)))
+    exact = lane_reduce(lanes, Combine.ADD, lambda i: kind.term(F64, i), 1, fused=fused)
+    assert not exact[2]
+    body.append(if_(trusted.not_(), [*exact[0], assign("tot", exact[1])]))
+    body.append(if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(var("tot"), post, F64, n)))]))
+    return Program.wrapped(bufs, 1, body)
 
 
 def _block_bounds(names: list[str], parts: Expr) -> list[Node]:
@@ -238,8 +314,8 @@ def _gpu_form(ctx: Ctx) -> bool:
 
 def _partials(n: int, gpu: bool, cap: int = 0, exact: bool = False) -> int:
     """Workgroups (GPU: at most ``cap``; one up to GPU_ONE_PASS elements) or blocks (CPU: of
-    CPU_BLOCK, of CPU_BLOCK_EXACT where the result is ``exact``, whatever the partition) of a pass
-    over ``n`` elements."""
+    CPU_BLOCK, of CPU_BLOCK_EXACT where the result is ``exact`` whatever the partition, or
+    staged in f32) of a pass over ``n`` elements."""
     if gpu:
         if n <= GPU_ONE_PASS:
             return 1
@@ -263,8 +339,10 @@ def _passes(kind: Reduce, t: DataType, post: Post, n: int, gpu: bool, cap: int
     """The passes of ``kind`` over ``n`` elements of ``t``: per pass its program, its workgroups /
     blocks and its output type; the last pass has one workgroup and writes the value."""
     a = accumulator_type(kind.combine, t)
+    # long blocks where the partition changes no bit (max, min) or hardly any (the f32 stages'
+    # error is far above the f64 lanes' chains): a pass fewer up to CPU_BLOCK_EXACT elements
     exact = kind.combine is not Combine.ADD
-    g = _partials(n, gpu, cap, exact)
+    g = _partials(n, gpu, cap, exact or _staged(kind, t))
     t_in = t
     out = []
     while True:
@@ -383,15 +461,16 @@ def min(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None
 
 
 def dot(x: Any, y: Any, *, backend: str | None = None, deterministic: bool = False) -> Any:
-    """``sum(x * y)`` of two 1-D arrays of one length (0 when empty); f32 in f64."""
+    """``sum(x * y)`` of two 1-D arrays of one length (0 when empty); f32 in f64 (the CPU form
+    adds short runs of products in f32 first: docs/ops.md, "Accuracy")."""
     return _DOT_SITE.two(x, y, backend, deterministic)
 
 
 def norm(x: Any, axis: Any = None, *, keepdims: bool = False, backend: str | None = None,
          deterministic: bool = False) -> Any:
     """Euclidean norm ``sqrt(sum(x * x))`` over all elements, or along ``axis`` (0 where there is
-    nothing). f32 squares are summed in f64, so they never overflow; f64 squares overflow past
-    1e154, as numpy's do."""
+    nothing). f32 squares never overflow (the sum is f64; where the CPU form's f32 stages would
+    overflow, it sums again in f64); f64 squares overflow past 1e154, as numpy's do."""
     return _NORM_SITE.one(x, axis, keepdims, backend, deterministic)
 
 
