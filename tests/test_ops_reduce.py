@@ -288,14 +288,19 @@ def test_f32_stages_give_way_to_f64_where_they_would_lose(n: int, where: float, 
 
 
 @pytest.mark.parametrize("plant", ["cancel", "tiny", "huge"])
-def test_f32_stages_give_way_per_block(plant: str) -> None:
-    """Longer arrays (several blocks of CPU_BLOCK_EXACT, run in parallel): each block decides for
-    itself; a planted block next to ordinary ones."""
-    n = 3 * R.CPU_BLOCK_EXACT + 77
+@pytest.mark.parametrize("block", [0, 1])
+def test_f32_stages_give_way_per_block(plant: str, block: int) -> None:
+    """Longer arrays (two blocks: the serial entry, whose parallel twin runs the same blocks,
+    tests/test_cpu_private.py): each block decides for itself; a planted block beside an ordinary
+    one, first or second."""
+    n = R.CPU_BLOCK_EXACT + R.CPU_BLOCK_EXACT // 2 + 77
+    for kind in (R.Reduce.DOT, R.Reduce.SUMSQ):
+        assert [g for _, g, _ in R._passes(kind, DataType.F32, R.Post.NONE, n, False, 0)] == [2, 1]
     rng = np.random.default_rng(7)
     x = rng.standard_normal(n).astype(np.float32)
     y = rng.standard_normal(n).astype(np.float32)
-    b = slice(R.CPU_BLOCK_EXACT, 2 * R.CPU_BLOCK_EXACT)
+    half = -(-n // 2)
+    b = slice(0, half) if block == 0 else slice(half, n)
     if plant == "cancel":
         x[b.start + 5], x[b.stop - 3], y[b.start + 5], y[b.stop - 3] = 1e30, -1e30, 1e10, 1e10
     else:

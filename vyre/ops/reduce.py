@@ -219,17 +219,19 @@ def _staged_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_ou
                     ) -> Program:
     """The CPU form of an f32 ``dot`` or sum of squares (``norm``): each block's products are
     formed and added in f32 for :data:`STAGE_STEPS` steps of CPU_LANES elements (a *stage*, one
-    f32 lane array), then each stage's lanes are added into f64 lanes; what is left of the block
-    (fewer than a stage's elements) goes into the f64 lanes directly. Widening every element to
-    f64 took two conversions per four elements, the CPU's one shuffle port's limit (2^16 f32 dot
-    11.2 -> 8.2 us, norm 12.2 -> 4.2: BENCHMARKS.md). The cost is accuracy: a product and the
-    stage's additions round in f32, at most ``STAGE_STEPS 2^-24 sum|x_i y_i|`` more error
-    (docs/ops.md, "Accuracy").
+    f32 lane array), then each stage's lanes are added into f64 lanes, which merge into the
+    staged total; what is left of the block (fewer than a stage's elements) goes into fresh f64
+    lanes, whose total is added to it. Widening every element to f64 took two conversions per
+    four elements, the CPU's one shuffle port's limit (2^16 f32 dot 11.6 -> 6.8 us, norm 8.8 ->
+    5.0: BENCHMARKS.md). The cost is accuracy: a product and the stage's additions round in f32,
+    at most ``STAGE_STEPS 2^-24 sum|x_i y_i|`` more error (docs/ops.md, "Accuracy").
 
-    A block whose staged total is not finite (an overflow in f32, or an inf or NaN in the input)
-    or below :data:`STAGE_TRUSTED` in magnitude (where products may have lost bits to f32's
-    subnormals, or cancelled) is summed again in f64 the exact way, so every overflow, NaN and inf
-    rule and the tiny-value behaviour are those of the f64 form."""
+    Where the staged total is not finite (an overflow in f32, or an inf or NaN in the input) or
+    below :data:`STAGE_TRUSTED` in magnitude (where products may have lost bits to f32's
+    subnormals; no stage at all), the f64 lanes take the whole block instead, the exact way, so
+    every overflow, NaN and inf rule and the tiny-value behaviour are those of the f64 form. One
+    f64 fold serves both (a second one would add to the compile time, already about 1.5x the f64
+    form's: BENCHMARKS.md)."""
     lanes = workgroup("lanes", CPU_LANES, F64)
     stage = workgroup("stage", CPU_LANES, DataType.F32)
     out = bufs[len(names)]
@@ -249,27 +251,32 @@ def _staged_program(kind: Reduce, bufs: list[BufferDecl], names: list[str], t_ou
         let("ps", var("lo") + var("js") * u32(span)),
         loop("k", u32(0), buflen(stage), [store(stage, k, lit(0.0, DataType.F32))]),
     ]
+    # a loop over the stage's lanes per step: one loop over k with the four products in locals
+    # ran 1.2-1.4x slower (2^14-2^18, device host) and compiled only 5-10% faster
     for i in range(STAGE_STEPS):
         at = var("ps") + u32(i * CPU_LANES) if i else var("ps")
         staged.append(loop("k", u32(0), buflen(stage), [store(stage, k, stage[k] + term32(at + k))]))
     staged.append(loop("k", u32(0), buflen(lanes), [store(lanes, k, lanes[k] + cast(F64, stage[k]))]))
-    zero = [loop("k", u32(0), buflen(lanes), [store(lanes, k, lit(0.0, F64))])]
+    zero = loop("k", u32(0), buflen(lanes), [store(lanes, k, lit(0.0, F64))])
+    st = var("st")
+    size = unop(UnOpKind.ABS, st)
+    trusted = size.ge(lit(STAGE_TRUSTED, F64)).and_(size.lt(lit(math.inf, F64)))
     body: list[Node] = [
-        *_block_bounds(names, buflen(out)), let("g", wgid()), *zero,
+        *_block_bounds(names, buflen(out)), let("g", wgid()), zero,
         let("ms", var("len") / u32(span)),
         loop("js", u32(0), var("ms"), staged),
-        # the rest of the block, in f64: the span [rlo, rhi)
-        *bounded_span(var("hi"), var("lo") + var("ms") * u32(span), var("len") - var("ms") * u32(span), "r"),
-        *lane_fold(lanes, Combine.ADD, lambda i: kind.term(F64, i), 1, "r", fused=fused),
         *halving(lanes, CPU_LANES, Combine.ADD.step, "h"),
-        let("tot", lanes[u32(0)]),
+        let("st", lanes[u32(0)]),
+        let("kept", trusted),
+        # the f64 fold: the rest of the block after a trusted staged total, else the whole block
+        let("from", select(var("kept"), var("lo") + var("ms") * u32(span), var("lo"))),
+        *bounded_span(var("hi"), var("from"), var("hi") - var("from"), "r"),
+        zero,
+        *lane_fold(lanes, Combine.ADD, lambda i: kind.term(F64, i), 1, "r", fused=fused),
+        *halving(lanes, CPU_LANES, Combine.ADD.step, "e"),
+        let("tot", select(var("kept"), st + lanes[u32(0)], lanes[u32(0)])),
+        if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(var("tot"), post, F64, n)))]),
     ]
-    size = unop(UnOpKind.ABS, var("tot"))
-    trusted = size.ge(lit(STAGE_TRUSTED, F64)).and_(size.lt(lit(math.inf, F64)))
-    exact = lane_reduce(lanes, Combine.ADD, lambda i: kind.term(F64, i), 1, fused=fused)
-    assert not exact[2]
-    body.append(if_(trusted.not_(), [*exact[0], assign("tot", exact[1])]))
-    body.append(if_(g.lt(buflen(out)), [store(out, g, cast(t_out, _post(var("tot"), post, F64, n)))]))
     return Program.wrapped(bufs, 1, body)
 
 
