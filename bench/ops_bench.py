@@ -6,7 +6,7 @@ machine:
 
 Every op of issue 15 at several sizes: the whole-array reductions at 2^12, 2^16, 2^20 and 2^24
 elements (f32 and f64; ``--quick``: 2^16 and 2^20), the row-wise ops on six shapes (two small:
-a call's fixed cost), matvec on three.
+a call's fixed cost), matvec on five (two of them short or narrow).
 Timings are the best of several back-to-back calls (warm kernels: compile time is excluded, and
 the thread pool is awake, as in a loop of calls), after two calls that compile and plan; vyre and
 numpy are measured in alternating rounds (a shared machine's load hits both), except against BLAS
@@ -148,7 +148,7 @@ def main() -> None:
                             pair(partial(fv, x, y), partial(fn, x, y), alternate=not blas), ref)
         if not blas:
             row_ops(rng, quick, row)
-    for r, c in (((1024, 1024),) if quick else ((2048, 2048), (4096, 4096), (256, 256))):
+    for r, c in (((1024, 1024),) if quick else ((2048, 2048), (4096, 4096), (256, 256), (1000, 100), (100, 1000))):
         m = rng.standard_normal((r, c)).astype(np.float32)
         v = rng.standard_normal(c).astype(np.float32)
         row(f"matvec {r}x{c} f32", pair(partial(vo.matvec, m, v, backend="cpu"), partial(np.matmul, m, v),
