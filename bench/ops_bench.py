@@ -115,11 +115,16 @@ def row_ops(rng: np.random.Generator, quick: bool, row: Callable[[str, tuple[flo
 
 
 def commit() -> str:
+    """HEAD's short hash, with a mark where the tracked files differ from it (a copied tree whose
+    git metadata is older than its files, as on a lent device machine)."""
+    here = os.path.dirname(os.path.abspath(__file__))
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__)), check=True).stdout.strip()
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=here, check=True).stdout.strip()
+        clean = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], capture_output=True, cwd=here).returncode == 0
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return head if clean else f"{head} + changes to tracked files"
 
 
 def main() -> None:
