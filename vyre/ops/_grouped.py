@@ -33,7 +33,7 @@ from ..ir import (
 from ..ir.expr import lit
 from ._blocks import CPU_BLOCK, bounded_span, halving
 
-__all__ = ["CPU_GROUP", "CPU_LANES", "cpu_rows_per_block", "grouped_program", "grouped_rows"]
+__all__ = ["CPU_GROUP", "CPU_LANES", "cpu_rows_per_block", "cpu_workgroups", "grouped_program", "grouped_rows"]
 
 #: rows that share each step's loop (matvec: its load of ``v``): 1.4-2x over one row at a time; 8
 #: rows measured another 10% at twice the compile time, 6 s cold
@@ -51,9 +51,14 @@ Add = Callable[[int, Expr, Expr, Expr, Expr | None, str], list[Node]]
 
 def cpu_rows_per_block(cols: int) -> int:
     """Rows per workgroup (block), a multiple of CPU_GROUP, about CPU_BLOCK elements; the program
-    computes the same number from its column count, so the host launches ``ceil(rows /
-    cpu_rows_per_block(cols))`` workgroups."""
+    computes the same number from its column count, so the host launches :func:`cpu_workgroups`."""
     return CPU_GROUP * ((CPU_BLOCK // CPU_GROUP + cols) // (cols + 1))
+
+
+def cpu_workgroups(rows: int, cols: int) -> int:
+    """Workgroups a grouped-rows program is launched over for ``rows`` rows of ``cols`` columns:
+    one per block of :func:`cpu_rows_per_block` rows."""
+    return -(-rows // cpu_rows_per_block(cols))
 
 
 def grouped_rows(bufs: list[BufferDecl], a: DataType, *, matrix: str, out: str, cols: Expr, add: Add,

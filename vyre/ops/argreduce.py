@@ -27,7 +27,7 @@ from ._blocks import (
     NO_INDEX, SUBGROUP, Combine, all_of, beats, bounded_span, halving, isnan, lane_fold, merge_argmax, nan,
     nan_flags, subgroup_combine, takes,
 )
-from ._grouped import CPU_GROUP, cpu_rows_per_block, grouped_program
+from ._grouped import CPU_GROUP, cpu_workgroups, grouped_program
 from ._grouped import CPU_LANES as GROUP_LANES
 from ._rows import LANES_MIN_COLS, Access
 from ._plans import planned
@@ -460,7 +460,7 @@ GROUPED_MAX_COLS = 256
 @functools.lru_cache(maxsize=4)
 def grouped_row_argmax_program(t: DataType) -> Program:
     """The CPU form of :func:`row_argmax_program` in groups of rows (vyre.ops._grouped; launch
-    ``ceil(rows / cpu_rows_per_block(cols))`` workgroups), the same answers: each of a row's 16
+    ``cpu_workgroups(rows, cols)`` workgroups), the same answers: each of a row's 16
     slots keeps the largest value it has seen, its column and a NaN flag (a slot sees its
     columns in increasing order and takes only a larger value: the first of its ties; NaNs are
     flagged, never taken). Per row: the slots' maximum, the lowest column holding it; a row with
@@ -525,7 +525,7 @@ def _row_argmax_checked(op: tuple[str, bool | None], inputs: tuple[Any, ...], ba
     if rows:
         t = arrs["x"].dtype
         if not kw["gpu"] and GROUPED_MIN_COLS <= cols < GROUPED_MAX_COLS:
-            prog, grid = grouped_row_argmax_program(t), -(-rows // cpu_rows_per_block(cols))
+            prog, grid = grouped_row_argmax_program(t), cpu_workgroups(rows, cols)
         else:
             prog, grid = row_argmax_program(t, **kw), rows
         ctx.run(prog, {"x": arrs["x"].data, "idx": out}, grid)

@@ -25,7 +25,7 @@ from ..ir import (
 )
 from ..ir.expr import lit
 from ._blocks import SUBGROUP, Combine, accumulator_type, all_of, subgroup_combine, tree
-from ._grouped import cpu_rows_per_block, grouped_rows
+from ._grouped import cpu_workgroups, grouped_rows
 from ._plans import planned
 from ._sites import Site
 from ._runtime import OpsError, prepare
@@ -210,7 +210,7 @@ def _matvec(op: tuple[str, bool | None], inputs: tuple[Any, ...], backend: str |
     out = ctx.empty(rows, t)
     if rows:
         per = MATVEC_WG // SUBGROUP * MATVEC_ROWS
-        grid = -(-rows // per) if ctx.gpu_form else -(-rows // cpu_rows_per_block(arrs["v"].shape[0]))
+        grid = -(-rows // per) if ctx.gpu_form else cpu_workgroups(rows, arrs["v"].shape[0])
         # the builder's defaults, spelled as every caller spells them: one cached Program per form
         prog = matvec_program(t, gpu=ctx.gpu_form)
         ctx.run(prog, {"m": arrs["m"].data, "v": arrs["v"].data, "out": out}, grid)

@@ -37,7 +37,7 @@ from ..ir import (
 from ..ir.expr import lit
 from ._axes import Along, along, from_rows, matrix_axis, per_row, rows_of_stat, to_rows
 from ._blocks import Combine, accumulator_type, kind_combine, kind_term, kind_total, workgroup_combine
-from ._grouped import cpu_rows_per_block, grouped_rows
+from ._grouped import cpu_workgroups, grouped_rows
 from ._rows import LANES_MIN_COLS_COSTLY, Access, RowLoop
 from ._plans import planned
 from ._runtime import Ctx, OpsError, _kind, prepare
@@ -165,7 +165,7 @@ GROUPED_MAX_COLS = 256
 @functools.lru_cache(maxsize=16)
 def grouped_row_program(kind: str, t: DataType) -> Program:
     """The CPU form of :func:`row_program` for the adding kinds (GROUPED_KINDS) in groups of rows
-    (vyre.ops._grouped; launch ``ceil(rows / cpu_rows_per_block(cols))`` workgroups): the same
+    (vyre.ops._grouped; launch ``cpu_workgroups(rows, cols)`` workgroups): the same
     values up to the order of the additions (16 lanes a row, merged pairwise)."""
     if kind not in GROUPED_KINDS:
         raise ValueError(f"grouped_row_program kind {kind!r}; expected one of {GROUPED_KINDS}")
@@ -377,7 +377,7 @@ def _row_reduce_checked(op: tuple[str, bool | None], inputs: tuple[Any, ...], ba
     out = ctx.empty(rows, t)
     if rows:
         if not kw["gpu"] and kind in GROUPED_KINDS and GROUPED_MIN_COLS <= cols < GROUPED_MAX_COLS:
-            prog, grid = grouped_row_program(kind, t), -(-rows // cpu_rows_per_block(cols))
+            prog, grid = grouped_row_program(kind, t), cpu_workgroups(rows, cols)
         else:
             prog, grid = (row_program(kind, t, **kw) if kind in ROW_KINDS else logsumexp_program(t, **kw)), rows
         ctx.run(prog, {"x": arrs["x"].data, "out": out}, grid)
