@@ -169,6 +169,34 @@ def test_a_site_follows_the_default_backend(monkeypatch: pytest.MonkeyPatch) -> 
         assert _same(c(), w)
 
 
+@pytest.mark.parametrize("value", ["cpu", " CPU "])
+def test_a_site_runs_its_plan_when_vyre_backend_names_the_cpu(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """``VYRE_BACKEND=cpu`` makes the CPU the default as surely as having no GPU does: a
+    remembered signature runs its plan without routing again (it had routed every such call,
+    3-5 us each), with the route's answer."""
+    from vyre.driver.backends import cuda_available, default_is_cpu
+
+    monkeypatch.setenv("VYRE_BACKEND", value)
+    assert default_is_cpu()
+    a = np.linspace(-1, 2, 96, dtype=np.float32).reshape(8, 12)
+    v = np.linspace(0, 1, 12, dtype=np.float32)
+    cases: list[Callable[[], Any]] = [lambda: vo.sum(a, 0), lambda: vo.argmax(a, 1), lambda: vo.max(a),
+                                      lambda: vo.dot(v, v), lambda: vo.matvec(a, v)]
+    P.forget()
+    wants = [c() for c in cases]
+    assert all(_same(c(), w) for c, w in zip(cases, wants, strict=True))  # the second call: sites learn
+    ran: list[int] = []
+    for site in [R._SUM_SITE, A._ARGMAX_SITE, R._MAX_SITE, R._DOT_SITE, L._MATVEC_SITE]:
+        assert site.runs
+        for sig, (run, indices) in list(site.runs.items()):
+            site.runs[sig] = (lambda inputs, run=run: (ran.append(1), run(inputs))[1], indices)
+    assert all(_same(c(), w) for c, w in zip(cases, wants, strict=True))
+    assert len(ran) == len(cases)
+    for other, cpu in [("interp", False), ("cuda", False), ("", not cuda_available())]:
+        monkeypatch.setenv("VYRE_BACKEND", other)
+        assert default_is_cpu() is cpu
+
+
 @pytest.mark.parametrize("axis", [True, False, 1.0, np.int64(1), [1], (1,)])
 def test_an_axis_that_equals_a_remembered_one_is_still_read(axis: Any) -> None:
     """``True == 1`` and ``1.0 == 1`` as dict keys: a site remembers only int (or None) axes, so a
