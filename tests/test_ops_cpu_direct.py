@@ -173,10 +173,13 @@ def test_a_plan_of_the_default_backend_follows_the_default(monkeypatch: pytest.M
     assert len(plans) == len(cases)
     for plan in plans:
         monkeypatch.setattr(plan, "run", refuse)
+    for runs in P.SITE_MEMORIES:  # the call sites' own copies of the plans' runs (vyre/ops/_sites.py)
+        for sig, (_, indices) in list(runs.items()):
+            monkeypatch.setitem(runs, sig, (refuse, indices))
     monkeypatch.setenv("VYRE_BACKEND", "interp")
     for (fn, arg), want in zip(cases, wants, strict=True):
         assert _same(fn(arg), want), fn
-    monkeypatch.setenv("VYRE_BACKEND", "cpu")  # the CPU again, named: found through plan_key
+    monkeypatch.setenv("VYRE_BACKEND", "cpu")  # the CPU again, named: the sites and plan_key find the plans
     for fn, arg in cases:
         with pytest.raises(AssertionError, match="a CPU plan ran"):
             fn(arg)

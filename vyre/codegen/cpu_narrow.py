@@ -28,7 +28,7 @@ toolchain once.
 
 from __future__ import annotations
 
-from ..ir import BinOpKind, DataType, Expr, LitI32, LitU32, Var
+from ..ir import BinOp, BinOpKind, DataType, Expr, LitI32, LitU32, Select, Var
 from .emit import Binding, Emitter
 from .ranges import RangeCtx
 from .ops import BINOP_EMIT
@@ -55,7 +55,8 @@ def _vy_smod_p2(a, mask):
 '''
 
 #: The import every generated CPU module carries.
-OPAQUE_IMPORT = "from vyre.codegen.cpu_runtime import fmuladd as _vy_fma, opaque as _vy_k, stack_array as _vy_stack"
+OPAQUE_IMPORT = ("from vyre.codegen.cpu_runtime import both as _vy_and, either as _vy_or, fmuladd as _vy_fma, "
+                 "opaque as _vy_k, select as _vy_sel, stack_array as _vy_stack")
 
 
 def opaque(src: str) -> str:
@@ -73,9 +74,31 @@ class CpuEmitter(Emitter):
     value-range prover (vyre/codegen/ranges.py) deciding which accesses need no guard."""
 
     wide_indices = True  # proven indices in int64 arithmetic (Emitter.proven_index)
+    running = False  # emitting the value of a variable's update from itself (assigned)
 
     def fma(self, a: str, b: str, c: str) -> str:
         return f"_vy_fma({a}, {b}, {c})"
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        if self.running:
+            return f"({a} if {cond} else {b})"
+        return f"_vy_sel({cond}, {a}, {b})"
+
+    def assigned(self, name: str, value: Expr, scope: dict[str, Binding]) -> str:
+        """A running minimum or maximum over selected values (``best = min(best, select(c, i,
+        NONE))``: argmax's lowest index) keeps Python's conditional for the select. As an LLVM
+        select the update is a min-reduction LLVM vectorises, and argmax's 16-slot merge loops ran
+        1.45x slower so over rows of 64 (BENCHMARKS.md, "Compile time"). Everywhere else a select
+        is one LLVM select (cpu_runtime.select)."""
+        match value:
+            case BinOp(BinOpKind.MIN | BinOpKind.MAX, Var(v), Select() as s) if v == name:
+                self.running = True
+                try:
+                    picked = self.expr(s, scope)
+                finally:
+                    self.running = False
+                return BINOP_EMIT[value.op](self.type_of(value.left, scope), scope[name].src, picked)
+        return self.expr(value, scope)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -88,6 +111,9 @@ class CpuEmitter(Emitter):
         return e.value if isinstance(e, (LitU32, LitI32)) else None
 
     def binop(self, op: BinOpKind, left: Expr, right: Expr, scope: dict[str, Binding]) -> str:
+        if op is BinOpKind.AND or op is BinOpKind.OR:  # no short-circuit: no blocks (cpu_runtime.select)
+            fn = "_vy_and" if op is BinOpKind.AND else "_vy_or"
+            return f"{fn}({self.expr(left, scope)}, {self.expr(right, scope)})"
         t = self.type_of(left, scope)
         if not t.is_int or op not in (BinOpKind.BIT_AND, BinOpKind.SHL, BinOpKind.SHR, BinOpKind.DIV,
                                       BinOpKind.MOD):

@@ -323,6 +323,11 @@ class Emitter:
             case _:
                 raise TypeError(f"not a vyre expression: {e!r}")
 
+    def assigned(self, name: str, value: Expr, scope: dict[str, Binding]) -> str:
+        """The source of ``value`` assigned to the variable ``name`` (the CPU emitter writes one
+        form differently: vyre/codegen/cpu_narrow.py)."""
+        return self.expr(value, scope)
+
     def binop(self, op: BinOpKind, left: Expr, right: Expr, scope: dict[str, Binding]) -> str:
         """A binary operation's source (the CPU emitter overrides a few: codegen/cpu_narrow.py)."""
         return BINOP_EMIT[op](self.type_of(left, scope), self.expr(left, scope), self.expr(right, scope))
@@ -498,7 +503,7 @@ class Emitter:
                         self.lanes.record(dest, self.lane_kind(value, scope))
                     self.emit(indent, self.declare(t, dest, rhs))
             case Assign(name, value):
-                self.emit(indent, self.assign(scope[name].src, self.expr(value, scope)))
+                self.emit(indent, self.assign(scope[name].src, self.assigned(name, value, scope)))
             case Store(buf, index, value):
                 d = self.decl(buf)
                 i = self.expr(index, scope)

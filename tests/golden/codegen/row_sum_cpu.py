@@ -4,7 +4,7 @@ import numba
 import numpy as np
 from numba import boolean, int32, int64, uint32, float32, float64
 from numba import types as _t
-from vyre.codegen.cpu_runtime import fmuladd as _vy_fma, opaque as _vy_k, stack_array as _vy_stack
+from vyre.codegen.cpu_runtime import both as _vy_and, either as _vy_or, fmuladd as _vy_fma, opaque as _vy_k, select as _vy_sel, stack_array as _vy_stack
 
 _dev = numba.njit(cache=False, error_model='numpy', inline='always')
 # <vyre.codegen.prelude.PRELUDE>
@@ -154,7 +154,7 @@ def vyre_kernel(b0_x, b1_out, _gx, _gy, _gz):
                             for _it79 in range(int64(uint32(0)), int64(uint32(int64(v2_cols) >> _vy_k(int64(3))))):
                                 v80_s_j = uint32(_it79)
                                 v81_s_p = uint32(v80_s_j * uint32(8))
-                                if ((((((((uint32(v3_base + v81_s_p) < uint32(b0_x.shape[0])) and (uint32(v3_base + uint32(v81_s_p + uint32(1))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(2))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(3))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(4))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(5))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(6))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(7))) < uint32(b0_x.shape[0]))):
+                                if _vy_and(_vy_and(_vy_and(_vy_and(_vy_and(_vy_and(_vy_and((uint32(v3_base + v81_s_p) < uint32(b0_x.shape[0])), (uint32(v3_base + uint32(v81_s_p + uint32(1))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(2))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(3))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(4))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(5))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(6))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(7))) < uint32(b0_x.shape[0]))):
                                     v82_s_v0 = float64(b0_x[uint32(v3_base + v81_s_p)])
                                     v71_s_a0 = (v71_s_a0 + v82_s_v0)
                                     v83_s_v1 = float64(b0_x[uint32(v3_base + uint32(v81_s_p + uint32(1)))])
@@ -316,7 +316,7 @@ def vyre_kernel_parallel(b0_x, b1_out, _gx, _gy, _gz):
                         for _it79 in range(int64(uint32(0)), int64(uint32(int64(v2_cols) >> _vy_k(int64(3))))):
                             v80_s_j = uint32(_it79)
                             v81_s_p = uint32(v80_s_j * uint32(8))
-                            if ((((((((uint32(v3_base + v81_s_p) < uint32(b0_x.shape[0])) and (uint32(v3_base + uint32(v81_s_p + uint32(1))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(2))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(3))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(4))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(5))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(6))) < uint32(b0_x.shape[0]))) and (uint32(v3_base + uint32(v81_s_p + uint32(7))) < uint32(b0_x.shape[0]))):
+                            if _vy_and(_vy_and(_vy_and(_vy_and(_vy_and(_vy_and(_vy_and((uint32(v3_base + v81_s_p) < uint32(b0_x.shape[0])), (uint32(v3_base + uint32(v81_s_p + uint32(1))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(2))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(3))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(4))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(5))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(6))) < uint32(b0_x.shape[0]))), (uint32(v3_base + uint32(v81_s_p + uint32(7))) < uint32(b0_x.shape[0]))):
                                 v82_s_v0 = float64(b0_x[uint32(v3_base + v81_s_p)])
                                 v71_s_a0 = (v71_s_a0 + v82_s_v0)
                                 v83_s_v1 = float64(b0_x[uint32(v3_base + uint32(v81_s_p + uint32(1)))])
