@@ -150,9 +150,9 @@ def test_a_site_never_takes_an_array_its_plan_cannot(make: Callable[[np.ndarray]
                                                                             a.ravel())), rel=1e-6)
 
 
-def test_a_site_follows_the_default_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A signature remembered with ``backend=None`` while the CPU was the default is routed again
-    once ``VYRE_BACKEND`` names another backend (the interpreter: the same bits)."""
+def _learned_default_calls() -> tuple[list[Callable[[], Any]], list[Any], list[Any]]:
+    """Calls of five sites without ``backend=``, each made twice after :func:`P.forget` (the
+    second call is where a site learns): (the calls, their answers, the sites, each holding a run)."""
     a = np.linspace(-1, 2, 96, dtype=np.float32).reshape(8, 12)
     v = np.linspace(0, 1, 12, dtype=np.float32)
     cases: list[Callable[[], Any]] = [lambda: vo.sum(a, 0), lambda: vo.argmax(a, 1), lambda: vo.max(a),
@@ -161,8 +161,15 @@ def test_a_site_follows_the_default_backend(monkeypatch: pytest.MonkeyPatch) -> 
     wants = [c() for c in cases]
     assert all(_same(c(), w) for c, w in zip(cases, wants, strict=True))
     sites = [R._SUM_SITE, A._ARGMAX_SITE, R._MAX_SITE, R._DOT_SITE, L._MATVEC_SITE]
+    assert all(site.runs for site in sites)
+    return cases, wants, sites
+
+
+def test_a_site_follows_the_default_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signature remembered with ``backend=None`` while the CPU was the default is routed again
+    once ``VYRE_BACKEND`` names another backend (the interpreter: the same bits)."""
+    cases, wants, sites = _learned_default_calls()
     for site in sites:
-        assert site.runs
         _refusing(site)
     monkeypatch.setenv("VYRE_BACKEND", "interp")
     for c, w in zip(cases, wants, strict=True):
@@ -178,16 +185,9 @@ def test_a_site_runs_its_plan_when_vyre_backend_names_the_cpu(monkeypatch: pytes
 
     monkeypatch.setenv("VYRE_BACKEND", value)
     assert default_is_cpu()
-    a = np.linspace(-1, 2, 96, dtype=np.float32).reshape(8, 12)
-    v = np.linspace(0, 1, 12, dtype=np.float32)
-    cases: list[Callable[[], Any]] = [lambda: vo.sum(a, 0), lambda: vo.argmax(a, 1), lambda: vo.max(a),
-                                      lambda: vo.dot(v, v), lambda: vo.matvec(a, v)]
-    P.forget()
-    wants = [c() for c in cases]
-    assert all(_same(c(), w) for c, w in zip(cases, wants, strict=True))  # the second call: sites learn
+    cases, wants, sites = _learned_default_calls()
     ran: list[int] = []
-    for site in [R._SUM_SITE, A._ARGMAX_SITE, R._MAX_SITE, R._DOT_SITE, L._MATVEC_SITE]:
-        assert site.runs
+    for site in sites:
         for sig, (run, indices) in list(site.runs.items()):
             site.runs[sig] = (lambda inputs, run=run: (ran.append(1), run(inputs))[1], indices)
     assert all(_same(c(), w) for c, w in zip(cases, wants, strict=True))
