@@ -373,3 +373,20 @@ def test_an_op_inside_another_ops_record_leaves_the_outer_call_unplanned(monkeyp
     P.forget()
     assert outer(x) == outer(x) == np.float32(499500 + 999)
     assert not any(k[0] == ("outer",) for k in P._plans)
+
+
+def test_a_program_called_over_ever_new_lengths_keeps_getting_plans() -> None:
+    """A program's direct calls are bounded (vyre.ops.64 per program) by
+    starting again, not by refusing: after more lengths than that, a new length still gets its
+    direct call and its plan, so the call site learns it (it had stopped learning, which showed
+    as an order-dependent failure of test_every_route_answers_alike_first_and_later)."""
+    from vyre.ops import _launch
+    from vyre.ops import reduce as R
+
+    P.forget()
+    rng = np.random.default_rng(5)
+    for n in range(3, 3 + _launch.CPU_CALLS_KEPT + 10):
+        x = rng.standard_normal(n)
+        for _ in range(2):
+            assert float(vo.min(x)) == float(x.min())
+        assert (x.dtype, x.shape, None, False, None, False) in R._MIN_SITE.runs, n

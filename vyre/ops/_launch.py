@@ -234,6 +234,8 @@ class _CpuLean:
 
 
 _cpu_lean: dict[int, tuple[Program, _CpuLean]] = {}
+#: direct calls a program keeps (per lengths and grid) before it starts again
+CPU_CALLS_KEPT = 64
 
 
 def _launch_cpu(program: Program, arrays: Mapping[str, Any], grid: int) -> None:
@@ -260,8 +262,12 @@ def _launch_cpu(program: Program, arrays: Mapping[str, Any], grid: int) -> None:
     lean = hit[1]
     ordered = {name: arrays[name] for name in lean.order}
     entry = lean.kernel.impl.grouped_entry(lean.kernel, ordered, (grid, 1, 1))
-    if entry is not None and len(lean.calls) < 64:
+    if entry is not None:
         fn, parallel, serial = entry
+        if len(lean.calls) >= CPU_CALLS_KEPT:
+            # start again, as the kernel's own memo of lengths does: refusing new lengths once full
+            # left every later length of this program without a direct call, so without a plan
+            lean.calls.clear()
         lean.calls[(tuple(a.size for a in ordered.values()), grid)] = CpuCall(fn, parallel, lean.order, grid, serial)
 
 
