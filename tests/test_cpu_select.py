@@ -49,7 +49,8 @@ def test_select_and_logic_compute_what_python_does(c: bool) -> None:
         assert _logic(c, x) == (c and x, c or x)
     u, flag, f = _mixed(c)
     assert (u, flag, f) == ((7, True, 0.5) if c else (-1, False, 2.0))
-    assert not math.isnan(_pick(c, 1.0, math.nan)) if c else math.isnan(_pick(c, 1.0, math.nan))
+    got = _pick(c, 1.0, math.nan)
+    assert got == 1.0 if c else math.isnan(got)
 
 
 def test_a_non_boolean_condition_is_a_typing_error() -> None:

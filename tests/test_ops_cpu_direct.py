@@ -376,7 +376,7 @@ def test_an_op_inside_another_ops_record_leaves_the_outer_call_unplanned(monkeyp
 
 
 def test_a_program_called_over_ever_new_lengths_keeps_getting_plans() -> None:
-    """A program's direct calls are bounded (vyre.ops.64 per program) by
+    """A program's direct calls are bounded (vyre.ops._launch.CPU_CALLS_KEPT per program) by
     starting again, not by refusing: after more lengths than that, a new length still gets its
     direct call and its plan, so the call site learns it (it had stopped learning, which showed
     as an order-dependent failure of test_every_route_answers_alike_first_and_later)."""

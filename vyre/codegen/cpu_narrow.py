@@ -74,14 +74,11 @@ class CpuEmitter(Emitter):
     value-range prover (vyre/codegen/ranges.py) deciding which accesses need no guard."""
 
     wide_indices = True  # proven indices in int64 arithmetic (Emitter.proven_index)
-    running = False  # emitting the value of a variable's update from itself (assigned)
 
     def fma(self, a: str, b: str, c: str) -> str:
         return f"_vy_fma({a}, {b}, {c})"
 
     def select(self, cond: str, a: str, b: str) -> str:
-        if self.running:
-            return f"({a} if {cond} else {b})"
         return f"_vy_sel({cond}, {a}, {b})"
 
     def assigned(self, name: str, value: Expr, scope: dict[str, Binding]) -> str:
@@ -91,12 +88,8 @@ class CpuEmitter(Emitter):
         1.45x slower so over rows of 64 (BENCHMARKS.md, "Compile time"). Everywhere else a select
         is one LLVM select (cpu_runtime.select)."""
         match value:
-            case BinOp(BinOpKind.MIN | BinOpKind.MAX, Var(v), Select() as s) if v == name:
-                self.running = True
-                try:
-                    picked = self.expr(s, scope)
-                finally:
-                    self.running = False
+            case BinOp(BinOpKind.MIN | BinOpKind.MAX, Var(v), Select(c, a, b)) if v == name:
+                picked = super().select(self.expr(c, scope), self.expr(a, scope), self.expr(b, scope))
                 return BINOP_EMIT[value.op](self.type_of(value.left, scope), scope[name].src, picked)
         return self.expr(value, scope)
 
