@@ -4,7 +4,8 @@
   process numba is never imported;
 - damaged entries (garbage, truncated, one flipped byte, empty, another key's, a symbol this process
   cannot provide) are rebuilt, never used;
-- 8 processes compiling the same and different kernels at once leave whole entries only;
+- 8 processes compiling the same and different kernels at once leave whole entries only, and each
+  kernel is compiled by one of them (the others wait for it and load its binary);
 - least recently used entries go first past the size limit; ``vyre cache info`` / ``clear``;
 - machine code and numba agree on generated programs, the parallel entry is added on first use, and
   arrays the compiled signature cannot take (unaligned) go through numba.
@@ -18,7 +19,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -119,14 +122,44 @@ def test_eight_processes_compiling_the_same_and_different_kernels(tmp_path: Path
     procs = [_spawn(tmp_path, f) for f in factors]
     rows = [_result(p) for p in procs]
     assert [r["out"] for r in rows] == [(X * f).tolist() for f in factors]
+    # one process compiled each kernel; the other three waited for it and linked its binary (so
+    # they never imported numba)
+    assert [sum(r["numba"] for r, f in zip(rows, factors, strict=True) if f == g) for g in (2.0, 5.0)] == [1, 1]
     entries = binaries(tmp_path)
     assert len(entries) == 2
     assert not list((tmp_path / "kernels" / "cpu").glob(".tmp-*"))  # no torn or abandoned files
+    assert not list((tmp_path / "kernels" / "cpu").glob(".*.lock"))  # no lock outlives its compile
     for e in entries:
         assert binary_cache.decode(e.read_bytes(), e.stem[2:]) is not None
     # a new process: machine code, no emitter, no numba
     warm = _result(_spawn(tmp_path, 5.0, warm=True))
     assert warm == {"hit": True, "out": (X * 5).tolist(), "numba": False, "warm": True}
+
+
+def test_a_compile_lock_that_cannot_be_had_only_costs_a_second_compile(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock is an economy, never a condition: held elsewhere past the wait, or impossible to
+    create, the compile goes ahead."""
+    import filelock
+
+    key = "ab" * 20
+    path = binary_cache.path_for("cpu", key)
+    path.parent.mkdir(parents=True)
+
+    def enter(wait: float) -> float:
+        t = time.perf_counter()
+        with binary_cache.compiling("cpu", key, wait):
+            return time.perf_counter() - t
+
+    with filelock.FileLock(path.with_name(f".{path.stem}.lock")):  # another compile of the kernel
+        with ThreadPoolExecutor(1) as pool:
+            assert 0.2 <= pool.submit(enter, 0.2).result(timeout=60) < 30
+    assert enter(0.2) < 0.2  # released: taken at once
+    blocker = cache_dir / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("VYRE_CACHE_DIR", str(blocker))  # no lock file can be made under it
+    assert binary_cache.path_for("cpu", key).is_relative_to(blocker)
+    assert enter(30) < 30
 
 
 # ---- damaged entries ----------------------------------------------------------------------------

@@ -31,12 +31,14 @@ import blake3
 
 from ..settings import read_settings
 
-__all__ = ["CacheInfo", "Record", "clear", "evict", "info", "read", "write"]
+__all__ = ["CacheInfo", "Record", "clear", "compiling", "evict", "info", "read", "write"]
 
 MAGIC = b"VYREBIN\x01"
 _DIGEST = 32
 _LEN = struct.Struct("<I")
 MAX_HEADER_BYTES = 1 << 20
+#: how long a process waits for another one compiling the same kernel before compiling it too
+COMPILE_WAIT_S = 600.0
 stats = {"hits": 0, "misses": 0, "rebuilt": 0, "writes": 0, "evicted": 0}
 
 
@@ -147,6 +149,38 @@ def write(backend: str, rec: Record) -> Path | None:
     stats["writes"] += 1
     evict()
     return path
+
+
+@contextlib.contextmanager
+def compiling(backend: str, key: str, wait: float | None = None) -> Iterator[None]:
+    """Hold the right to compile the kernel of binary ``key``: one process at a time compiles a
+    kernel, so processes that start together (pytest workers, Dask workers, a pool) compile each
+    kernel once, the others waiting and then reading the entry it wrote. The caller looks the
+    entry up again once inside (:func:`read`).
+
+    The lock is ``.b_<key>.lock`` next to the entry (``filelock``: flock on POSIX, released by
+    the system if its holder dies). Nothing depends on it for correctness (writes are atomic
+    replacements): where it cannot be taken (a read-only cache, a wait past ``wait`` seconds,
+    default :data:`COMPILE_WAIT_S`) the caller compiles anyway. The holder deletes the file
+    before releasing it, so no lock file outlives its compile; a process that opened the old
+    file meanwhile still waits for the release, then finds the entry."""
+    import filelock  # deferred: only a compile needs it
+
+    path = path_for(backend, key)
+    lock_path = path.with_name(f".{path.stem}.lock")
+    lock = filelock.FileLock(lock_path, timeout=COMPILE_WAIT_S if wait is None else wait)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except (filelock.Timeout, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock_path.unlink()
+        lock.release()
 
 
 class _Entry(NamedTuple):

@@ -113,37 +113,64 @@ def emit(program: Program, *, parallel: bool, disk_cache: bool) -> str:
     return emit_cpu(program, parallel=parallel, cache=disk_cache, vectorize=vectorize_ok())
 
 
+class _Generated:
+    """A kernel's source and numba's module for it, each made on first use (a binary hit needs
+    neither until the parallel entry is first called)."""
+
+    def __init__(self, program: Program, key: str, parallel: bool, disk_cache: bool) -> None:
+        self.program, self.key, self.parallel, self.disk_cache = program, key, parallel, disk_cache
+        self._source: str | None = None
+        self._module: ModuleType | None = None
+        self.hit = False  # numba's own cache had the module
+
+    def source(self) -> str:
+        if self._source is None:
+            self._source = emit(self.program, parallel=self.parallel, disk_cache=self.disk_cache)
+        return self._source
+
+    def module(self, fresh: bool = False) -> ModuleType:
+        if self._module is None:
+            self._module, self.hit = cache.load_module("cpu", self.key, self.source(), use_disk=self.disk_cache,
+                                                       fresh=fresh)
+        return self._module
+
+
 def build(program: Program, key: str, parts: list[str | bytes], *, parallel: bool,
           disk_cache: bool) -> CpuBuild:
-    state: dict[str, Any] = {}
-
-    def source() -> str:
-        if "source" not in state:
-            state["source"] = emit(program, parallel=parallel, disk_cache=disk_cache)
-        return str(state["source"])
-
-    def module(fresh: bool = False) -> ModuleType:
-        if "module" not in state:
-            state["module"], state["hit"] = cache.load_module("cpu", key, source(), use_disk=disk_cache, fresh=fresh)
-        mod: ModuleType = state["module"]
-        return mod
-
+    gen = _Generated(program, key, parallel, disk_cache)
     bkey = binary_key(program, parts) if disk_cache and read_settings().binary_cache else None
-    if bkey is not None:
-        with _lock:
-            loaded = _loaded.get(bkey)
-            if loaded is None:
-                loaded = _load(bkey)
-                if loaded is not None:
-                    _loaded[bkey] = loaded
-        if loaded is not None:
-            fns, rec = loaded
-            par: Callable[..., Any] | None = fns.get(PARALLEL)
-            if par is None and rec.meta["parallel"]:
-                par = ParallelOnDemand(module, _Binary(bkey, dict(rec.meta), dict(rec.blobs)))
-            return CpuBuild(fns[SERIAL], par, bool(rec.meta["flat"]), True, None, module)
-    # A miss: numba compiles (without its own cache, whose hit keeps no object code to save).
-    mod = module(fresh=bkey is not None)
+    if bkey is None:
+        return _compiled(gen, None)
+    found = _linked(bkey, gen.module)
+    if found is not None:
+        return found
+    # A miss: one process at a time compiles this kernel; one that waited finds its binary.
+    with binary_cache.compiling("cpu", bkey):
+        found = _linked(bkey, gen.module)
+        return found if found is not None else _compiled(gen, bkey)
+
+
+def _linked(bkey: str, module: Callable[[], ModuleType]) -> CpuBuild | None:
+    """The kernel from its binary entry (linked once per process), or None on a miss."""
+    with _lock:
+        loaded = _loaded.get(bkey)
+        if loaded is None:
+            loaded = _load(bkey)
+            if loaded is not None:
+                _loaded[bkey] = loaded
+    if loaded is None:
+        return None
+    fns, rec = loaded
+    par: Callable[..., Any] | None = fns.get(PARALLEL)
+    if par is None and rec.meta["parallel"]:
+        par = ParallelOnDemand(module, _Binary(bkey, dict(rec.meta), dict(rec.blobs)))
+    return CpuBuild(fns[SERIAL], par, bool(rec.meta["flat"]), True, None, module)
+
+
+def _compiled(gen: _Generated, bkey: str | None) -> CpuBuild:
+    """numba compiles the kernel (without its own cache where the binary cache keeps it: numba's
+    hit keeps no object code to save), and its serial entry's machine code becomes the binary."""
+    mod = gen.module(fresh=bkey is not None)
     flat, has_parallel = bool(mod.VYRE_FLAT), bool(getattr(mod, "VYRE_PARALLEL", False))
     binary = None
     if bkey is not None:
@@ -151,8 +178,8 @@ def build(program: Program, key: str, parts: list[str | bytes], *, parallel: boo
         if entry is not None:
             binary = _Binary(bkey, {"flat": flat, "parallel": has_parallel, "entries": {}}, {})
             binary.add(SERIAL, entry)
-    par = ParallelOnDemand(module, binary) if has_parallel else None
-    return CpuBuild(getattr(mod, SERIAL), par, flat, bool(state["hit"]), source(), module)
+    par = ParallelOnDemand(gen.module, binary) if has_parallel else None
+    return CpuBuild(getattr(mod, SERIAL), par, flat, gen.hit, gen.source(), gen.module)
 
 
 def clear_memory() -> None:
