@@ -1,11 +1,13 @@
 """Cold compile time of the ops' CPU kernels: each program's serial entry compiled by numba with
 no disk cache (what a first call on a new machine pays, once; the binary cache keeps it after).
 
-    python bench/compile_bench.py [--quick] [--json FILE]
+    python bench/compile_bench.py [--quick] [--parallel] [--json FILE]
 
 The programs are the CPU forms vyre.ops runs: whole-array reductions, argmax, matvec, the row
 ops (row-per-invocation with lanes, and rows in groups) and the column forms, f32 (and f64 for
-the whole-array reductions). ``--quick`` compiles a third of them. Compare two trees by running
+the whole-array reductions). ``--quick`` compiles a third of them. ``--parallel`` also compiles
+each program's parallel entry (what the first call big enough for the thread pool pays) and
+prints both times. Compare two trees by running
 this in each, in alternating fresh processes: the machine's load moves single numbers by 5-10%.
 """
 
@@ -40,19 +42,44 @@ def programs(quick: bool) -> list[tuple[str, Program]]:
     return out[::3] if quick else out
 
 
+def serial_and_parallel(prog: Program) -> tuple[float, float]:
+    """Seconds numba takes for the serial entry (compiled as the module loads), then the parallel one."""
+    from vyre.codegen.cpu import emit_cpu
+
+    ns: dict[str, object] = {"__name__": "vyre_compile_bench"}
+    t = time.perf_counter()
+    exec(compile(emit_cpu(prog, parallel=True, cache=False), "<vyre-kernel>", "exec"), ns)
+    serial = time.perf_counter() - t
+    if not ns.get("VYRE_PARALLEL"):
+        return serial, 0.0
+    t = time.perf_counter()
+    ns["vyre_kernel_parallel"].compile(ns["_SIG"])  # type: ignore[attr-defined]
+    return serial, time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--parallel", action="store_true", help="time the parallel entries too")
     ap.add_argument("--json", help="write {name: seconds} here")
     args = ap.parse_args()
     vcompile(linalg.outer_program(F32), "cpu", disk_cache=False)  # numba's own start-up, not timed
     times: dict[str, float] = {}
     for name, prog in programs(args.quick):
+        if args.parallel:
+            serial, par = serial_and_parallel(prog)
+            times[name], times[name + " (parallel)"] = serial, par
+            print(f"| {name} | {serial:.2f} | {par:.2f} |", flush=True)
+            continue
         t = time.perf_counter()
         vcompile(prog, "cpu", disk_cache=False)
         times[name] = time.perf_counter() - t
         print(f"| {name} | {times[name]:.2f} |", flush=True)
-    print(f"| total ({len(times)} programs) | {sum(times.values()):.1f} |")
+    if args.parallel:
+        par = sum(v for k, v in times.items() if k.endswith("(parallel)"))
+        print(f"| total ({len(times) // 2} programs) | {sum(times.values()) - par:.1f} | {par:.1f} |")
+    else:
+        print(f"| total ({len(times)} programs) | {sum(times.values()):.1f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(times, f)

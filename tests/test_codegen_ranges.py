@@ -26,6 +26,7 @@ from vyre.ir import (
     load, loop, maximum, minimum, output, read, store, u32, var, walk_nodes, wgid,
 )
 from vyre.ops import argreduce, linalg, reduce, rowwise
+from tests.cpu_source import serial_source
 from tests.strategies import program_and_inputs
 
 CANARY = 0xDEADBEEF
@@ -185,7 +186,7 @@ def test_cpu_kernels_match_the_interpreter_without_touching_a_canary(case: tuple
 
 
 def _kernel(src: str) -> str:
-    return src[src.index("def vyre_kernel("):]
+    return serial_source(src)
 
 
 def test_the_ops_lane_loops_are_proven_in_range() -> None:
@@ -201,7 +202,6 @@ def test_the_ops_lane_loops_are_proven_in_range() -> None:
     progs.append(argreduce.grouped_row_argmax_program(reduce.DataType.F32))
     for p in progs:
         body = _kernel(emit_cpu(p))
-        body = body[:body.find("def vyre_kernel_parallel")]
         assert "_vy_ld(" not in body
         loads = [ln for ln in body.splitlines() if "shape[0]:" in ln and "_i" in ln]
         assert len(loads) <= 2, loads  # at most the final stores of matvec's last rows
@@ -218,7 +218,6 @@ def test_the_row_ops_lane_loops_are_proven_in_range() -> None:
               rowwise.layer_norm_grad_program(t, **kw)]
     for p in progs:
         lines = _kernel(emit_cpu(p)).splitlines()
-        lines = lines[:next(i for i, ln in enumerate(lines) if "def vyre_kernel_parallel" in ln)]
         starts = [i for i, ln in enumerate(lines) if "_cols >= uint32(" in ln]
         assert starts, p.body
         for s in starts:

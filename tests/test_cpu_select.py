@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from vyre import compile as vcompile
 from vyre.codegen.cpu import emit_cpu
 from vyre.codegen.cpu_runtime import both, either, select
+from tests.cpu_source import serial_source
 from vyre.ir import (
     F32, U32, Program, assign, buflen, cast, gid, if_, let, load, loop, minimum, output, read, store, u32, var,
 )
@@ -85,7 +86,7 @@ def _program() -> Program:
 
 def test_selects_are_one_instruction_and_a_running_minimum_keeps_its_conditional() -> None:
     src = emit_cpu(_program(), parallel=False)
-    body = src[src.index("def vyre_kernel("):]
+    body = serial_source(src)
     assert " and " not in body.replace("_vy_and", "") and " or " not in body.replace("_vy_or", "")
     lines = body.splitlines()
     running_max = [ln for ln in lines if "_m = " in ln and "inf" not in ln]

@@ -475,13 +475,18 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
     wg_ids = ["_wg0 = uint32(_w % _gx)", "_wg1 = uint32((_w // _gx) % _gy)", "_wg2 = uint32(_w // (_gx * _gy))"]
     out: list[str] = []
     if is_tunable(program):
-        # Flat form (vyre.codegen.flat): vyre_kernel(*bufs, n_invocations, chunk).
+        # Flat form (vyre.codegen.flat): vyre_kernel(*bufs, n_invocations, chunk). The invocations
+        # are a function of their range, ``_vy_run``, that both entries call: numba compiles the
+        # work once, and the parallel entry's prange body is one call, which its parfor passes
+        # (typing and outlining the body a second time) get through in a fraction of the time.
         em.block(program.entry, {}, 0)
         ids = ["_gid0 = uint32(_g)", "_gid1 = uint32(0)", "_gid2 = uint32(0)"]
         inv = [*ids, *_invocation(em.lines, has_return(program.entry), 0)]
-        out = ["", "", f"_SIG = {_sig(program, ('int64', 'int64'))}", serial_decl,
+        out = ["", "", f"@{njit}", f"def _vy_run({storage_params}_lo, _hi):",
+               "    for _g in range(_lo, _hi):", *_indented(inv, 2),
+               "", "", f"_SIG = {_sig(program, ('int64', 'int64'))}", serial_decl,
                f"def vyre_kernel({storage_params}_n, _chunk):",
-               "    for _g in range(_n):", *_indented(inv, 2)]
+               f"    _vy_run({storage_params}int64(0), _n)"]
         private = private_atomics(program) if has_atomics and parallel else None
         if private:
             # atomics that are reductions: each parallel chunk gets private copies (cpu_private.py)
@@ -489,8 +494,9 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
             pem = CpuEmitter(program, CpuTarget(), psrc)
             pem.block(program.entry, {}, 0)
             body = [*ids, *_invocation(pem.lines, has_return(program.entry), 0)]
-            out += ["", "", *private_parallel_entry(program, private, src, psrc, storage_params, body,
-                                                    parallel_decl)]
+            private_params = "".join(f"{psrc[b.name]}, " for b in storage)
+            out += ["", "", *private_parallel_entry(program, private, src, psrc, storage_params, private_params,
+                                                    body, njit, parallel_decl)]
             par = True
         elif par:
             out += ["", "", parallel_decl,
@@ -498,8 +504,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
                     "    _nc = (_n + _chunk - 1) // _chunk",
                     "    for _c in numba.prange(_nc):",
                     "        _lo = _c * _chunk",
-                    "        _hi = min(_lo + _chunk, _n)",
-                    "        for _g in range(_lo, _hi):", *_indented(inv, 3)]
+                    f"        _vy_run({storage_params}int64(_lo), int64(min(_lo + _chunk, _n)))"]
         out += ["", "", "VYRE_FLAT = True", f"VYRE_PARALLEL = {par}"]
         return _module(cache, out, vectorize)
     if steps is None:
@@ -518,33 +523,36 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
         # the same, its ids from the counters _w0, _w1, _w2
         group = ["_wg0 = uint32(_w0)", "_wg1 = uint32(_w1)", "_wg2 = uint32(_w2)", *work]
         sig = _sig(program, ("int64", "int64", "int64"))
-        # workgroups in order, their ids counted by nested loops: dividing a flat index (three
-        # int64 divisions) cost a row op about 6 ns a row
-        out = ["", "", f"_SIG = {sig}", serial_decl, f"def vyre_kernel({storage_params}_gx, _gy, _gz):",
-               *_indented(hoisted, 1), "    for _w2 in range(_gz):", "        for _w1 in range(_gy):",
-               "            for _w0 in range(_gx):", *_indented(group, 4)]
-        if par and shared:
-            # a chunk's first id divided out once, then counted with carries
+        # ``_vy_groups`` runs the workgroups [_lo, _hi) in order, the first one's ids divided out
+        # (only past 0) and the rest counted with carries (dividing a flat index, three int64
+        # divisions, cost a row op about 6 ns a row). Both entries call it: numba compiles the
+        # work once, and the parallel entry's prange body is one call, which its parfor passes
+        # (typing and outlining the body a second time) get through in a fraction of the time.
+        out = ["", "", f"@{njit}", f"def _vy_groups({storage_params}_gx, _gy, _gz, _lo, _hi):",
+               *_indented(hoisted, 1),
+               "    _w0 = 0", "    _w1 = 0", "    _w2 = 0",
+               "    if _lo != 0:",
+               "        _w0 = _lo % _gx",
+               "        _w1 = (_lo // _gx) % _gy",
+               "        _w2 = _lo // (_gx * _gy)",
+               "    for _w in range(_lo, _hi):", *_indented(group, 2),
+               "        _w0 += 1",
+               "        if _w0 == _gx:",
+               "            _w0 = 0",
+               "            _w1 += 1",
+               "            if _w1 == _gy:",
+               "                _w1 = 0",
+               "                _w2 += 1",
+               "", "", f"_SIG = {sig}", serial_decl, f"def vyre_kernel({storage_params}_gx, _gy, _gz):",
+               f"    _vy_groups({storage_params}_gx, _gy, _gz, int64(0), _gx * _gy * _gz)"]
+        if par:
+            # contiguous chunks of workgroups (each allocates the workgroup buffers once)
             out += ["", "", parallel_decl, f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
                     "    _nw = _gx * _gy * _gz",
                     f"    _nc = min(_nw, {PARALLEL_CHUNKS})",
                     "    for _c in numba.prange(_nc):",
-                    *_indented(hoisted, 2),
-                    "        _lo = _c * _nw // _nc",
-                    "        _w0 = _lo % _gx",
-                    "        _w1 = (_lo // _gx) % _gy",
-                    "        _w2 = _lo // (_gx * _gy)",
-                    "        for _w in range(_lo, (_c + 1) * _nw // _nc):", *_indented(group, 3),
-                    "            _w0 += 1",
-                    "            if _w0 == _gx:",
-                    "                _w0 = 0",
-                    "                _w1 += 1",
-                    "                if _w1 == _gy:",
-                    "                    _w1 = 0",
-                    "                    _w2 += 1"]
-        elif par:
-            out += ["", "", parallel_decl, f"def vyre_kernel_parallel({storage_params}_gx, _gy, _gz):",
-                    "    for _w in numba.prange(_gx * _gy * _gz):", *_indented([*wg_ids, *work], 2)]
+                    f"        _vy_groups({storage_params}_gx, _gy, _gz, int64(_c * _nw // _nc), "
+                    "int64((_c + 1) * _nw // _nc))"]
         out += ["", "", "VYRE_FLAT = False", f"VYRE_PARALLEL = {par}"]
         return _module(cache, out, vectorize)
     ls = _Lockstep(program, em, all_names)

@@ -68,13 +68,17 @@ def private_atomics(program: Program) -> dict[str, AtomicOp] | None:
 
 
 def private_parallel_entry(program: Program, ops: dict[str, AtomicOp], src: dict[str, str],
-                           private_src: dict[str, str], storage_params: str, body: list[str],
-                           decl: str) -> list[str]:
-    """Lines of ``vyre_kernel_parallel(*bufs, _n, _chunk)``: ``body`` is one invocation (``_g``)
-    emitted with each atomic buffer renamed to its private copy (``private_src``)."""
+                           private_src: dict[str, str], storage_params: str, private_params: str,
+                           body: list[str], njit: str, decl: str) -> list[str]:
+    """Lines of ``_vy_private_run`` and ``vyre_kernel_parallel(*bufs, _n, _chunk)``: ``body`` is
+    one invocation (``_g``) emitted with each atomic buffer renamed to its private copy
+    (``private_src``); ``_vy_private_run(*private_params, _lo, _hi)`` runs a chunk's invocations
+    (a function of its own, so that the prange body is a call: vyre/codegen/cpu.py, flat form)."""
     names = sorted(ops)
     size = " + ".join(f"{src[b]}.shape[0]" for b in names)
-    lines = [decl, f"def vyre_kernel_parallel({storage_params}_n, _chunk):",
+    lines = [f"@{njit}", f"def _vy_private_run({private_params}_lo, _hi):",
+             "    for _g in range(_lo, _hi):", *("        " + line for line in body), "", "",
+             decl, f"def vyre_kernel_parallel({storage_params}_n, _chunk):",
              "    _nc = (_n + _chunk - 1) // _chunk",
              f"    if _nc * ({size}) > {PRIVATE_LIMIT}:",
              f"        vyre_kernel({storage_params}_n, _chunk)  # the copies would not pay for themselves",
@@ -86,8 +90,8 @@ def private_parallel_entry(program: Program, ops: dict[str, AtomicOp], src: dict
         t = program.buffer(b).element
         lines += [f"        {private_src[b]} = {_copies(private_src[b])}[_c]",
                   f"        {private_src[b]}[:] = {CTOR[t]}({_IDENTITY[(ops[b], t)]})"]
-    lines += ["        _lo = _c * _chunk", "        _hi = min(_lo + _chunk, _n)",
-              "        for _g in range(_lo, _hi):", *("            " + line for line in body)]
+    lines += ["        _lo = _c * _chunk",
+              f"        _vy_private_run({private_params}int64(_lo), int64(min(_lo + _chunk, _n)))"]
     for b in names:
         t, dst, cp = program.buffer(b).element, src[b], _copies(private_src[b])
         merged = _MERGE[ops[b]]("_acc", f"{cp}[_k, _j]")

@@ -29,7 +29,7 @@ from .lanes import LaneKind, LaneKinds
 from .ops import BINOP_EMIT, CTOR, UNOP_EMIT, emit_cast
 from .ranges import RangeCtx, Resolve
 
-CODEGEN_VERSION = 21
+CODEGEN_VERSION = 22
 #: Bump when the C++ the NVRTC route prints changes (codegen/c_ops.py, cuda_c.py, this module's walk):
 #: part of that route's binary keys (kept here, which ``import vyre`` loads, so a cache hit imports no printer).
 CUDA_C_VERSION = 2

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cpu, codegen v21. Do not edit.
+# vyre generated kernel: target cpu, codegen v22. Do not edit.
 import math
 import numba
 import numpy as np

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda, codegen v21. Do not edit.
+# vyre generated kernel: target cuda, codegen v22. Do not edit.
 import math
 from numba import cuda, boolean, int32, int64, uint32, float32, float64
 

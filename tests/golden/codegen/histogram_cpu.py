@@ -1,4 +1,4 @@
-# vyre generated kernel: target cpu, codegen v21. Do not edit.
+# vyre generated kernel: target cpu, codegen v22. Do not edit.
 import math
 import numba
 import numpy as np
@@ -29,16 +29,32 @@ def _vy_smod_p2(a, mask):
 
 
 
-_SIG = _t.void(_t.Array(uint32, 1, 'C', readonly=True), _t.Array(uint32, 1, 'C', readonly=False), _t.int64, _t.int64)
-@numba.njit(_SIG, cache=False, error_model='numpy')
-def vyre_kernel(b0_keys, b1_counts, _n, _chunk):
-    for _g in range(_n):
+@numba.njit(cache=False, error_model='numpy')
+def _vy_run(b0_keys, b1_counts, _lo, _hi):
+    for _g in range(_lo, _hi):
         _gid0 = uint32(_g)
         _gid1 = uint32(0)
         _gid2 = uint32(0)
         v1_i = _gid0
         if (v1_i < uint32(b0_keys.shape[0])):
             v2__old = _vy_at_add(b1_counts, _vy_umod(b0_keys[v1_i], uint32(b1_counts.shape[0])), uint32(1), uint32(0))
+
+
+_SIG = _t.void(_t.Array(uint32, 1, 'C', readonly=True), _t.Array(uint32, 1, 'C', readonly=False), _t.int64, _t.int64)
+@numba.njit(_SIG, cache=False, error_model='numpy')
+def vyre_kernel(b0_keys, b1_counts, _n, _chunk):
+    _vy_run(b0_keys, b1_counts, int64(0), _n)
+
+
+@numba.njit(cache=False, error_model='numpy')
+def _vy_private_run(b0_keys, _q0, _lo, _hi):
+    for _g in range(_lo, _hi):
+        _gid0 = uint32(_g)
+        _gid1 = uint32(0)
+        _gid2 = uint32(0)
+        v1_i = _gid0
+        if (v1_i < uint32(b0_keys.shape[0])):
+            v2__old = _vy_at_add(_q0, _vy_umod(b0_keys[v1_i], uint32(_q0.shape[0])), uint32(1), uint32(0))
 
 
 @numba.njit(parallel=True, cache=False, error_model='numpy')
@@ -52,14 +68,7 @@ def vyre_kernel_parallel(b0_keys, b1_counts, _n, _chunk):
         _q0 = _q0_all[_c]
         _q0[:] = uint32(0)
         _lo = _c * _chunk
-        _hi = min(_lo + _chunk, _n)
-        for _g in range(_lo, _hi):
-            _gid0 = uint32(_g)
-            _gid1 = uint32(0)
-            _gid2 = uint32(0)
-            v1_i = _gid0
-            if (v1_i < uint32(b0_keys.shape[0])):
-                v2__old = _vy_at_add(_q0, _vy_umod(b0_keys[v1_i], uint32(_q0.shape[0])), uint32(1), uint32(0))
+        _vy_private_run(b0_keys, _q0, int64(_lo), int64(min(_lo + _chunk, _n)))
     for _j in numba.prange(b1_counts.shape[0]):
         _acc = b1_counts[_j]
         for _k in range(_nc):

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cpu, codegen v21. Do not edit.
+# vyre generated kernel: target cpu, codegen v22. Do not edit.
 import math
 import numba
 import numpy as np
@@ -29,10 +29,9 @@ def _vy_smod_p2(a, mask):
 
 
 
-_SIG = _t.void(_t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=False), _t.int64, _t.int64)
-@numba.njit(_SIG, cache=False, error_model='numpy')
-def vyre_kernel(b0_m, b1_v, b2_out, _n, _chunk):
-    for _g in range(_n):
+@numba.njit(cache=False, error_model='numpy')
+def _vy_run(b0_m, b1_v, b2_out, _lo, _hi):
+    for _g in range(_lo, _hi):
         _gid0 = uint32(_g)
         _gid1 = uint32(0)
         _gid2 = uint32(0)
@@ -45,23 +44,18 @@ def vyre_kernel(b0_m, b1_v, b2_out, _n, _chunk):
             b2_out[v1_r] = v2_acc
 
 
+_SIG = _t.void(_t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=True), _t.Array(float32, 1, 'C', readonly=False), _t.int64, _t.int64)
+@numba.njit(_SIG, cache=False, error_model='numpy')
+def vyre_kernel(b0_m, b1_v, b2_out, _n, _chunk):
+    _vy_run(b0_m, b1_v, b2_out, int64(0), _n)
+
+
 @numba.njit(parallel=True, cache=False, error_model='numpy')
 def vyre_kernel_parallel(b0_m, b1_v, b2_out, _n, _chunk):
     _nc = (_n + _chunk - 1) // _chunk
     for _c in numba.prange(_nc):
         _lo = _c * _chunk
-        _hi = min(_lo + _chunk, _n)
-        for _g in range(_lo, _hi):
-            _gid0 = uint32(_g)
-            _gid1 = uint32(0)
-            _gid2 = uint32(0)
-            v1_r = _gid0
-            if (v1_r < uint32(b2_out.shape[0])):
-                v2_acc = float32(0.0)
-                for _it3 in range(int64(uint32(0)), int64(uint32(b1_v.shape[0]))):
-                    v4_j = uint32(_it3)
-                    v2_acc = (v2_acc + (_vy_ld(b0_m, uint32(uint32(v1_r * uint32(b1_v.shape[0])) + v4_j), float32(0)) * b1_v[_it3]))
-                b2_out[v1_r] = v2_acc
+        _vy_run(b0_m, b1_v, b2_out, int64(_lo), int64(min(_lo + _chunk, _n)))
 
 
 VYRE_FLAT = True

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cuda (simulator), codegen v21. Do not edit.
+# vyre generated kernel: target cuda (simulator), codegen v22. Do not edit.
 import types
 import math as _m
 import numpy as _np

@@ -1,4 +1,4 @@
-# vyre generated kernel: target cpu, codegen v21. Do not edit.
+# vyre generated kernel: target cpu, codegen v22. Do not edit.
 import math
 import numba
 import numpy as np
@@ -29,34 +29,19 @@ def _vy_smod_p2(a, mask):
 
 
 
-_SIG = _t.void(_t.Array(uint32, 1, 'C', readonly=False), _t.int64, _t.int64, _t.int64)
-@numba.njit(_SIG, cache=False, error_model='numpy')
-def vyre_kernel(b0_out, _gx, _gy, _gz):
-    for _w2 in range(_gz):
-        for _w1 in range(_gy):
-            for _w0 in range(_gx):
-                _wg0 = uint32(_w0)
-                _wg1 = uint32(_w1)
-                _wg2 = uint32(_w2)
-                for _l in range(64):
-                    _lid0 = uint32(_l)
-                    _lid1 = uint32(0)
-                    _lid2 = uint32(0)
-                    _gid0 = uint32(_wg0 * uint32(64) + _lid0)
-                    _gid1 = uint32(_wg1 * uint32(1) + _lid1)
-                    _gid2 = uint32(_wg2 * uint32(1) + _lid2)
-                    _lane = uint32((_l & _vy_k(int64(31))))
-                    _i1 = _gid0
-                    if _i1 < b0_out.shape[0]:
-                        b0_out[_i1] = _wg0
-
-
-@numba.njit(parallel=True, cache=False, error_model='numpy')
-def vyre_kernel_parallel(b0_out, _gx, _gy, _gz):
-    for _w in numba.prange(_gx * _gy * _gz):
-        _wg0 = uint32(_w % _gx)
-        _wg1 = uint32((_w // _gx) % _gy)
-        _wg2 = uint32(_w // (_gx * _gy))
+@numba.njit(cache=False, error_model='numpy')
+def _vy_groups(b0_out, _gx, _gy, _gz, _lo, _hi):
+    _w0 = 0
+    _w1 = 0
+    _w2 = 0
+    if _lo != 0:
+        _w0 = _lo % _gx
+        _w1 = (_lo // _gx) % _gy
+        _w2 = _lo // (_gx * _gy)
+    for _w in range(_lo, _hi):
+        _wg0 = uint32(_w0)
+        _wg1 = uint32(_w1)
+        _wg2 = uint32(_w2)
         for _l in range(64):
             _lid0 = uint32(_l)
             _lid1 = uint32(0)
@@ -68,6 +53,27 @@ def vyre_kernel_parallel(b0_out, _gx, _gy, _gz):
             _i1 = _gid0
             if _i1 < b0_out.shape[0]:
                 b0_out[_i1] = _wg0
+        _w0 += 1
+        if _w0 == _gx:
+            _w0 = 0
+            _w1 += 1
+            if _w1 == _gy:
+                _w1 = 0
+                _w2 += 1
+
+
+_SIG = _t.void(_t.Array(uint32, 1, 'C', readonly=False), _t.int64, _t.int64, _t.int64)
+@numba.njit(_SIG, cache=False, error_model='numpy')
+def vyre_kernel(b0_out, _gx, _gy, _gz):
+    _vy_groups(b0_out, _gx, _gy, _gz, int64(0), _gx * _gy * _gz)
+
+
+@numba.njit(parallel=True, cache=False, error_model='numpy')
+def vyre_kernel_parallel(b0_out, _gx, _gy, _gz):
+    _nw = _gx * _gy * _gz
+    _nc = min(_nw, 256)
+    for _c in numba.prange(_nc):
+        _vy_groups(b0_out, _gx, _gy, _gz, int64(_c * _nw // _nc), int64((_c + 1) * _nw // _nc))
 
 
 VYRE_FLAT = False
