@@ -57,13 +57,20 @@ def _expected(gx: int, gy: int, gz: int) -> np.ndarray:
     return np.array(rows, np.uint32).ravel()
 
 
+def _interpreted(gx: int, gy: int, gz: int) -> np.ndarray:
+    arrays = {"dims": np.array([gx, gy], np.uint32), "out": np.zeros(gx * gy * gz * WG * 5, np.uint32)}
+    return vcompile(ids_program(), "interp")(arrays, grid=(gx, gy, gz))["out"]
+
+
 @settings(max_examples=12, deadline=None)
 @given(st.integers(1, 9), st.integers(1, 7), st.integers(1, 6))
 def test_every_entry_runs_each_workgroup_once_with_its_ids(gx: int, gy: int, gz: int) -> None:
     k = vcompile(ids_program(), "cpu")
     assert not k.flat and k._fn_parallel is not None
+    want = _interpreted(gx, gy, gz)
+    np.testing.assert_array_equal(want, _expected(gx, gy, gz))
     for fn in (k._fn, k._fn_parallel):
-        np.testing.assert_array_equal(_run_ids(fn, gx, gy, gz), _expected(gx, gy, gz))
+        np.testing.assert_array_equal(_run_ids(fn, gx, gy, gz), want)
 
 
 def test_chunks_that_start_inside_rows_and_planes() -> None:
@@ -72,11 +79,9 @@ def test_chunks_that_start_inside_rows_and_planes() -> None:
     gx, gy, gz = 7, 9, 5
     assert gx * gy * gz > PARALLEL_CHUNKS
     k = vcompile(ids_program(), "cpu")
-    np.testing.assert_array_equal(_run_ids(k._fn_parallel, gx, gy, gz), _expected(gx, gy, gz))
-    want = vcompile(ids_program(), "interp")({"dims": np.array([gx, gy], np.uint32),
-                                              "out": np.zeros(gx * gy * gz * WG * 5, np.uint32)},
-                                             grid=(gx, gy, gz))["out"]
-    np.testing.assert_array_equal(want, _expected(gx, gy, gz))  # the expectation is the interpreter's
+    want = _interpreted(gx, gy, gz)
+    np.testing.assert_array_equal(want, _expected(gx, gy, gz))
+    np.testing.assert_array_equal(_run_ids(k._fn_parallel, gx, gy, gz), want)
 
 
 def _module(prog: Program) -> dict[str, object]:

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from vyre import compile as vcompile
 from vyre.codegen.cpu import emit_cpu
 from vyre.codegen.cpu_runtime import both, either, select
-from tests.cpu_source import serial_source
 from vyre.ir import (
     F32, U32, Program, assign, buflen, cast, gid, if_, let, load, loop, minimum, output, read, store, u32, var,
 )
 from vyre.ir import select as sel
 from vyre.ir.expr import lit
+from tests.cpu_source import serial_source
 
 
 @numba.njit

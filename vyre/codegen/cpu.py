@@ -525,9 +525,7 @@ def emit_cpu(program: Program, *, parallel: bool = True, cache: bool = False, ve
         sig = _sig(program, ("int64", "int64", "int64"))
         # ``_vy_groups`` runs the workgroups [_lo, _hi) in order, the first one's ids divided out
         # (only past 0) and the rest counted with carries (dividing a flat index, three int64
-        # divisions, cost a row op about 6 ns a row). Both entries call it: numba compiles the
-        # work once, and the parallel entry's prange body is one call, which its parfor passes
-        # (typing and outlining the body a second time) get through in a fraction of the time.
+        # divisions, cost a row op about 6 ns a row). Both entries call it, as ``_vy_run`` above.
         out = ["", "", f"@{njit}", f"def _vy_groups({storage_params}_gx, _gy, _gz, _lo, _hi):",
                *_indented(hoisted, 1),
                "    _w0 = 0", "    _w1 = 0", "    _w2 = 0",
