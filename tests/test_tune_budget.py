@@ -237,15 +237,18 @@ def test_ctrl_c_mid_tune_propagates_and_leaves_nothing_half_done(tuner_env: Path
 
 
 _CHILD = """
-import sys, numpy as np, vyre
+import sys, time, numpy as np, vyre
 from vyre.tuning import autotune
 from vyre.examples import matvec
 real = autotune.Harness.run
 def run(self, launch, invocations=None):
     print("RUN", flush=True)
     real(self, launch, invocations)
+    # each run a few ms: the whole sweep (36 runs) once took less than a loaded machine took to
+    # read three lines and send the signal; with the pause it lasts seconds
+    time.sleep(0.25)
 autotune.Harness.run = run
-rows, cols = 1 << 15, 256  # each run a few ms: the sweep takes far longer than the test waits
+rows, cols = 1 << 15, 256
 m = np.ones(rows * cols, np.float32)
 vyre.dispatch(matvec(), {"m": m, "v": np.ones(cols, np.float32), "out": np.zeros(rows, np.float32)},
               backend="cpu")
@@ -264,11 +267,11 @@ def test_sigint_mid_tune_exits_promptly_with_valid_cache_files(tmp_path: Path) -
             line = proc.stdout.readline()
             assert line.startswith("RUN"), (line, proc.stderr.read() if proc.poll() is not None else "")
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)  # generous: "promptly" is within a run, not a sweep
+        out, err = proc.communicate(timeout=60)  # generous: "promptly" is within a run, not a sweep
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err, (proc.returncode, out[-2000:], err[-4000:])
     for f in (tmp_path / "tuner").glob("*.toml") if (tmp_path / "tuner").exists() else ():
         TunerCache.load(f, max_invocations=MAX_LAUNCH_INVOCATIONS)  # parses: never torn
 
