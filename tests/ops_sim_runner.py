@@ -71,9 +71,12 @@ def checks() -> list[tuple[str, Callable[[], None]]]:
             np.testing.assert_allclose(vo.sum(x, axis, backend="cudasim"), xd.sum(axis), rtol=1e-5, atol=1e-5)
             np.testing.assert_array_equal(vo.min(x, axis, keepdims=True, backend="cudasim"),
                                           x.min(axis, keepdims=True))
-        m = xd.max(0, keepdims=True)
-        e = np.exp(xd - m)
-        np.testing.assert_allclose(vo.softmax(x, 0, backend="cudasim"), e / e.sum(0, keepdims=True), rtol=1e-5)
+        # softmax along a leading axis: every position of the others is a row (its GPU row program
+        # runs a workgroup per row), so a few positions: 120 of them took 27 s on the simulator
+        xs = xd[:, :2, :3]
+        e = np.exp(xs - xs.max(0, keepdims=True))
+        np.testing.assert_allclose(vo.softmax(x[:, :2, :3], 0, backend="cudasim"), e / e.sum(0, keepdims=True),
+                                   rtol=1e-5)
         xt = np.round(x * 2)  # ties
         xt[1, 2, 7] = np.nan
         for axis in (0, -1, (0, 2)):
