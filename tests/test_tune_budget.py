@@ -237,7 +237,13 @@ def test_ctrl_c_mid_tune_propagates_and_leaves_nothing_half_done(tuner_env: Path
 
 
 _CHILD = """
-import sys, time, numpy as np, vyre
+import signal, sys, time, numpy as np, vyre
+# an interactive process's SIGINT, whatever this one inherited: a pytest-xdist worker that ran
+# other tests first started children with SIGINT ignored or blocked, and the sweep finished
+print("SIGINT at start:", signal.getsignal(signal.SIGINT), sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+      file=sys.stderr)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from vyre.tuning import autotune
 from vyre.examples import matvec
 real = autotune.Harness.run
