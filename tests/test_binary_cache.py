@@ -89,7 +89,7 @@ def test_a_hit_neither_generates_source_nor_imports_a_module(cache_dir: Path,
 
 
 # ---- a new process ------------------------------------------------------------------------------
-def child_main(factor: float, warm: bool) -> None:
+def child_main(factor: float, warm: bool, n: int = 10) -> None:
     from vyre.codegen import cpu as codegen_cpu
 
     def no(*a: object, **k: object) -> object:
@@ -98,15 +98,15 @@ def child_main(factor: float, warm: bool) -> None:
     if warm:
         codegen_cpu.emit_cpu = no  # type: ignore[assignment]
     k = vyre.compile(scale_program(factor), "cpu")
-    out = run(k)
+    out = run(k, n)
     print(json.dumps({"hit": k.cache_hit, "out": out, "numba": "numba" in sys.modules, "warm": warm}), flush=True)
 
 
-def _spawn(root: Path, factor: float, warm: bool = False) -> subprocess.Popen[str]:
+def _spawn(root: Path, factor: float, warm: bool = False, n: int = 10) -> subprocess.Popen[str]:
     env = {**os.environ, "VYRE_CACHE_DIR": str(root), "VYRE_AUTOTUNER": "off"}
     env.pop("VYRE_BINARY_CACHE", None)
     return subprocess.Popen([sys.executable, "-m", "tests.test_binary_cache", "child", str(factor),
-                             "warm" if warm else "cold"], cwd=ROOT,
+                             "warm" if warm else "cold", str(n)], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -314,6 +314,23 @@ def test_the_parallel_entry_is_added_on_first_use(cache_dir: Path) -> None:
     assert run(k2, n) == (np.arange(n, dtype=np.float32) * 3).tolist()
 
 
+def test_processes_needing_a_new_parallel_entry_together_compile_it_once(tmp_path: Path) -> None:
+    """Four processes whose kernel's binary holds only the serial entry all run it on an input
+    large enough for the thread pool at once: one compiles the parallel entry (importing numba) and
+    saves it; the others wait for the compile lock and link what it saved."""
+    assert _result(_spawn(tmp_path, 7.0))["numba"]  # the serial entry only (10 elements)
+    (entry,) = binaries(tmp_path)
+    rec = binary_cache.decode(entry.read_bytes(), entry.stem[2:])
+    assert rec is not None and set(rec.blobs) == {cpu_compile.SERIAL}
+    n = 1 << 16
+    rows = [_result(p) for p in [_spawn(tmp_path, 7.0, n=n) for _ in range(4)]]
+    assert all(r["hit"] and r["out"] == (np.arange(n, dtype=np.float32) * 7).tolist() for r in rows)
+    assert sum(r["numba"] for r in rows) == 1
+    rec = binary_cache.decode(entry.read_bytes(), entry.stem[2:])
+    assert rec is not None and set(rec.blobs) == {cpu_compile.SERIAL, cpu_compile.PARALLEL}
+    assert not list((tmp_path / "kernels" / "cpu").glob(".*.lock"))
+
+
 def test_unaligned_arrays_go_through_numba(cache_dir: Path) -> None:
     vyre.compile(scale_program(), "cpu")
     cache.clear_memory()
@@ -329,4 +346,4 @@ def test_unaligned_arrays_go_through_numba(cache_dir: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "child":
-        child_main(float(sys.argv[2]), sys.argv[3] == "warm")
+        child_main(float(sys.argv[2]), sys.argv[3] == "warm", int(sys.argv[4]))

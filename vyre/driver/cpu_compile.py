@@ -82,7 +82,9 @@ _lock = threading.Lock()
 
 class ParallelOnDemand:
     """The parallel entry point until it exists: its first call compiles it through numba, runs it,
-    and saves its machine code to the kernel's binary entry (if any)."""
+    and saves its machine code to the kernel's binary entry (if any). With a binary entry, one
+    process at a time compiles it (the binary's compile lock): a process that waited links the
+    machine code the holder saved instead of compiling it again."""
 
     def __init__(self, module: Callable[[], ModuleType], binary: _Binary | None) -> None:
         self.module = module
@@ -94,14 +96,39 @@ class ParallelOnDemand:
         if self.fn is not None:
             return self.fn(*args)
         with self.lock:
-            fn = getattr(self.module(), PARALLEL)
-            out = fn(*args)
-            if self.binary is not None and self.fn is None:
-                entry = native_cpu.extract(fn)
-                if entry is not None:
-                    self.binary.add(PARALLEL, entry)
+            if self.fn is not None:  # another thread made it while this one waited
+                return self.fn(*args)
+            if self.binary is None:
+                return self._compile(args)
+            with binary_cache.compiling("cpu", self.binary.key):
+                fn = _saved_parallel(self.binary.key)
+                if fn is None:
+                    return self._compile(args)
             self.fn = fn
-            return out
+            return fn(*args)
+
+    def _compile(self, args: tuple[Any, ...]) -> Any:
+        fn = getattr(self.module(), PARALLEL)
+        out = fn(*args)
+        if self.binary is not None:
+            entry = native_cpu.extract(fn)
+            if entry is not None:
+                self.binary.add(PARALLEL, entry)
+        self.fn = fn
+        return out
+
+
+def _saved_parallel(bkey: str) -> Callable[..., Any] | None:
+    """The parallel entry another process saved to binary ``bkey`` since this one loaded it, linked
+    on its own; None when there is none or it cannot be used (then this process compiles it)."""
+    rec = binary_cache.read("cpu", bkey)
+    if rec is None or PARALLEL not in rec.blobs:
+        return None
+    try:
+        entry = _entries_of(rec)[PARALLEL]
+        return native_cpu.load({PARALLEL: entry})[PARALLEL]
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, native_cpu.NativeLoadError):
+        return None
 
 
 def emit(program: Program, *, parallel: bool, disk_cache: bool) -> str:
