@@ -238,8 +238,9 @@ def test_ctrl_c_mid_tune_propagates_and_leaves_nothing_half_done(tuner_env: Path
 
 _CHILD = """
 import signal, sys, time, numpy as np, vyre
-# an interactive process's SIGINT, whatever this one inherited: a pytest-xdist worker that ran
-# other tests first started children with SIGINT ignored or blocked, and the sweep finished
+# an interactive process's SIGINT, whatever this one inherited: a suite started in the background
+# of a non-interactive shell (`cmd &`) runs with SIGINT ignored, every child inherits that, and the
+# sweep finished unharmed by the signal
 print("SIGINT at start:", signal.getsignal(signal.SIGINT), sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
       file=sys.stderr)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
