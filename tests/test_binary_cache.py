@@ -331,6 +331,26 @@ def test_processes_needing_a_new_parallel_entry_together_compile_it_once(tmp_pat
     assert not list((tmp_path / "kernels" / "cpu").glob(".*.lock"))
 
 
+def test_a_kernel_compiled_here_compiles_its_parallel_entry_even_where_one_was_saved(cache_dir: Path) -> None:
+    """The driver gives a kernel this process compiled any array numba takes (unaligned too), so
+    its parallel entry stays numba's even where another load of the kernel saved machine code."""
+    n = 1 << 16
+    here = vyre.compile(scale_program(), "cpu")  # compiled: the serial entry only so far
+    assert here.source is not None
+    cache.clear_memory()
+    loaded = vyre.compile(scale_program(), "cpu")  # the same kernel as machine code
+    assert run(loaded, n) == (np.arange(n, dtype=np.float32) * 3).tolist()  # saves the parallel entry
+    rec = binary_cache.read("cpu", loaded._fn_parallel.binary.key)
+    assert rec is not None and cpu_compile.PARALLEL in rec.blobs
+    raw = np.zeros(n * 4 + 1, np.uint8)
+    x = np.frombuffer(raw.data, dtype=np.float32, count=n, offset=1)
+    assert not x.flags.aligned
+    x[...] = np.arange(n, dtype=np.float32)  # type: ignore[index]
+    out = here({"x": x, "out": np.zeros(n, np.float32)})["out"]
+    assert out.tolist() == (np.arange(n, dtype=np.float32) * 3).tolist()
+    assert hasattr(here._fn_parallel.fn, "overloads")  # numba's dispatcher, not the saved machine code
+
+
 def test_unaligned_arrays_go_through_numba(cache_dir: Path) -> None:
     vyre.compile(scale_program(), "cpu")
     cache.clear_memory()

@@ -83,12 +83,16 @@ _lock = threading.Lock()
 class ParallelOnDemand:
     """The parallel entry point until it exists: its first call compiles it through numba, runs it,
     and saves its machine code to the kernel's binary entry (if any). With a binary entry, one
-    process at a time compiles it (the binary's compile lock): a process that waited links the
-    machine code the holder saved instead of compiling it again."""
+    process at a time compiles it (the binary's compile lock); a kernel loaded as machine code
+    (``link_saved``) that waited links the parallel entry the holder saved instead of compiling it
+    again. A kernel this process compiled never does: the driver hands its entries any array
+    numba's dispatcher takes (unaligned ones too), which machine code must not be given
+    (``native_cpu.args_fit`` is asked only for kernels loaded as machine code)."""
 
-    def __init__(self, module: Callable[[], ModuleType], binary: _Binary | None) -> None:
+    def __init__(self, module: Callable[[], ModuleType], binary: _Binary | None, link_saved: bool) -> None:
         self.module = module
         self.binary = binary
+        self.link_saved = link_saved
         self.fn: Any = None
         self.lock = threading.Lock()
 
@@ -101,7 +105,7 @@ class ParallelOnDemand:
             if self.binary is None:
                 return self._compile(args)
             with binary_cache.compiling("cpu", self.binary.key):
-                fn = _saved_parallel(self.binary.key)
+                fn = _saved_parallel(self.binary.key) if self.link_saved else None
                 if fn is None:
                     return self._compile(args)
             self.fn = fn
@@ -190,7 +194,7 @@ def _linked(bkey: str, module: Callable[[], ModuleType]) -> CpuBuild | None:
     fns, rec = loaded
     par: Callable[..., Any] | None = fns.get(PARALLEL)
     if par is None and rec.meta["parallel"]:
-        par = ParallelOnDemand(module, _Binary(bkey, dict(rec.meta), dict(rec.blobs)))
+        par = ParallelOnDemand(module, _Binary(bkey, dict(rec.meta), dict(rec.blobs)), link_saved=True)
     return CpuBuild(fns[SERIAL], par, bool(rec.meta["flat"]), True, None, module)
 
 
@@ -205,7 +209,7 @@ def _compiled(gen: _Generated, bkey: str | None) -> CpuBuild:
         if entry is not None:
             binary = _Binary(bkey, {"flat": flat, "parallel": has_parallel, "entries": {}}, {})
             binary.add(SERIAL, entry)
-    par = ParallelOnDemand(gen.module, binary) if has_parallel else None
+    par = ParallelOnDemand(gen.module, binary, link_saved=False) if has_parallel else None
     return CpuBuild(getattr(mod, SERIAL), par, flat, gen.hit, gen.source(), gen.module)
 
 
