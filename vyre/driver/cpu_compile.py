@@ -75,6 +75,10 @@ class _Binary:
             binary_cache.write("cpu", binary_cache.Record(self.key, self.meta, self.blobs))
 
 
+#: what reading or linking a binary entry raises when the entry cannot be used (damaged meta, an
+#: object LLVM rejects, a symbol this process cannot provide)
+_UNUSABLE = (KeyError, TypeError, ValueError, AttributeError, RuntimeError, native_cpu.NativeLoadError)
+
 # Loaded binaries of this process, by binary key: linking one object twice would define its symbols twice.
 _loaded: dict[str, tuple[dict[str, Callable[..., Any]], binary_cache.Record]] = {}
 _lock = threading.Lock()
@@ -131,7 +135,7 @@ def _saved_parallel(bkey: str) -> Callable[..., Any] | None:
     try:
         entry = _entries_of(rec)[PARALLEL]
         return native_cpu.load({PARALLEL: entry})[PARALLEL]
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, native_cpu.NativeLoadError):
+    except _UNUSABLE:
         return None
 
 
@@ -232,7 +236,7 @@ def _load(bkey: str) -> tuple[dict[str, Callable[..., Any]], binary_cache.Record
         if SERIAL not in entries:
             raise KeyError(SERIAL)
         fns = native_cpu.load(entries)
-    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, native_cpu.NativeLoadError):
+    except _UNUSABLE:
         binary_cache.discard("cpu", bkey)
         return None
     return fns, rec
