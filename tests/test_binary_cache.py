@@ -351,6 +351,32 @@ def test_a_kernel_compiled_here_compiles_its_parallel_entry_even_where_one_was_s
     assert hasattr(here._fn_parallel.fn, "overloads")  # numba's dispatcher, not the saved machine code
 
 
+def test_a_saved_parallel_entry_that_does_not_link_is_compiled_again(cache_dir: Path) -> None:
+    """A kernel loaded as machine code whose binary's parallel entry no longer links (bytes LLVM
+    rejects) compiles its own, gives the right answer, and saves a usable entry over the damaged
+    one, which the next load links."""
+    n = 1 << 16
+    want = (np.arange(n, dtype=np.float32) * 5).tolist()
+    vyre.compile(scale_program(5.0), "cpu")  # compiled: the serial entry only
+    cache.clear_memory()
+    loaded = vyre.compile(scale_program(5.0), "cpu")
+    key = loaded._fn_parallel.binary.key
+    rec = binary_cache.read("cpu", key)
+    assert rec is not None and set(rec.blobs) == {cpu_compile.SERIAL}
+    entries = {**rec.meta["entries"], cpu_compile.PARALLEL: rec.meta["entries"][cpu_compile.SERIAL]}
+    binary_cache.write("cpu", binary_cache.Record(key, {**rec.meta, "entries": entries},
+                                                  {**rec.blobs, cpu_compile.PARALLEL: b"not an object file"}))
+    assert run(loaded, n) == want
+    assert hasattr(loaded._fn_parallel.fn, "overloads")  # numba compiled it
+    rec = binary_cache.read("cpu", key)
+    assert rec is not None and rec.blobs[cpu_compile.PARALLEL] != b"not an object file"
+    cache.clear_memory()
+    again = vyre.compile(scale_program(5.0), "cpu")
+    assert run(again, n) == want
+    par = again._fn_parallel  # the saved machine code, linked with the serial entry
+    assert not isinstance(par, cpu_compile.ParallelOnDemand) and not hasattr(par, "overloads")
+
+
 def test_unaligned_arrays_go_through_numba(cache_dir: Path) -> None:
     vyre.compile(scale_program(), "cpu")
     cache.clear_memory()
