@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import vyre.autodiff.check as check_mod
 from vyre.autodiff import check_grad
-from vyre.ir import F64, Program, buflen, f64, gid, if_, let, output, read, sqrt, store, tanh, var
+from vyre.ir import F64, Program, buflen, f64, gid, if_, let, output, read, sin, sqrt, store, tanh, var
 
 N = 6
 
@@ -90,3 +90,53 @@ def test_large_inputs_report_a_sample_that_includes_the_nan() -> None:
         with pytest.raises(AssertionError) as e:
             check_grad(_prog(lambda v: v * v), _inputs(x), ["x"], backend="interp", report_elements=8)
     assert "worst element x[137] (of 8 differenced one at a time out of 200)" in str(e.value)
+
+
+def _cancelling(c: float) -> Program:
+    """``out = (x + c y) - c y``: exactly ``x``, so the gradient in ``y`` is exactly 0, while the
+    difference quotient in ``y`` carries the round-off of ``c y`` (about ``c ulp / h``)."""
+    x, y, out = read("x", 0, F64), read("y", 1, F64), output("out", 2, F64)
+    i = var("i")
+    return Program.wrapped([x, y, out], 4, [let("i", gid()), if_(i.lt(buflen(out)), [
+        store(out, i, (x[i] + y[i] * f64(c)) - y[i] * f64(c))])])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.floats(1e2, 1e6), st.integers(0, 2**16))
+def test_a_zero_gradient_passes_though_its_quotient_is_round_off(c: float, seed: int) -> None:
+    """Before the quotients' spread was taken into account, every one of these failed: a
+    quotient of 1e-10 against a reverse mode of exactly 0 is a relative error of 1e-3 against
+    the floor of 1e-7 (1 + |L|)."""
+    rng = np.random.default_rng(seed)
+    args = {"x": rng.uniform(-2, 2, N), "y": rng.uniform(-2, 2, N), "out": np.zeros(N)}
+    check_grad(_cancelling(c), args, ["y"], backend="interp", seed=seed)
+    check_grad(_cancelling(c), args, ["x", "y"], backend="interp", seed=seed)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([5e-5, -1e-4, 3e-4]), st.integers(0, 2**16))
+def test_a_gradient_wrong_by_a_little_still_fails(rel: float, seed: int) -> None:
+    """The spread only excuses what the quotients cannot resolve: a rule off by a factor of
+    ``1 + rel`` (5e-5 and up, against rtol 1e-5), on a smooth program whose quotients agree to
+    about 1e-10, still fails, and not as a derivative the quotients do not resolve."""
+    x = np.random.default_rng(seed).uniform(0.5, 1.5, N)
+    with pytest.MonkeyPatch.context() as mp:
+        real = check_mod.vjp
+
+        def vjp(*args, **kwargs):
+            g = real(*args, **kwargs)
+            return {**g, "x": np.asarray(g["x"], dtype=np.float64) * (1 + rel)}
+
+        mp.setattr(check_mod, "vjp", vjp)
+        with pytest.raises(AssertionError) as e:
+            check_grad(_prog(lambda v: tanh(v) * v + v * v), _inputs(x), ["x"], backend="interp", seed=seed)
+    assert "gradient check failed" in str(e.value) and "do not resolve" not in str(e.value), str(e.value)
+
+
+def test_quotients_that_move_with_the_step_are_named_as_such() -> None:
+    """``sin(1e9 x)``: reverse mode is right and the quotients are noise; the check still fails
+    (it cannot confirm the gradient) and says the differences do not resolve it."""
+    x = np.random.default_rng(5).uniform(0.5, 1.5, N)
+    with pytest.raises(AssertionError, match="do not resolve this derivative here") as e:
+        check_grad(_prog(lambda v: sin(v * f64(1e9))), _inputs(x), ["x"], backend="interp")
+    assert "Fix:" in str(e.value)

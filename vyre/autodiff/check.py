@@ -5,6 +5,13 @@ from :func:`vyre.autodiff.vjp` is compared, along random directions ``v``, with
 ``(L(x + h v) - L(x - h v)) / 2h``. Programs with f32 buffers are compared against finite
 differences of a copy promoted to f64 (:func:`promote_f64`), so f32 kernels are checked without
 f32 round-off swamping the difference quotient.
+
+A difference quotient has an error of its own: round-off of about ``ulp(terms) / h`` (a derivative
+that is exactly 0, as of ``(w + y) - y`` in ``y``, differences to about 1e-10, not 0) and a
+truncation error where higher derivatives are large. Where a direction disagrees, the quotient is
+taken again at other steps (``FD_STEPS``), and the disagreement is judged against its spread
+across them (``FD_SPREAD``): what the finite differences cannot resolve is not reported as a wrong
+gradient, and a wrong gradient, which differs from a quotient that stays put, still is.
 """
 
 from __future__ import annotations
@@ -29,6 +36,12 @@ from .runners import Grid, run_forward, vjp
 from .tape import Tape, as_tape
 
 _F32, _F64 = DataType.F32, DataType.F64
+
+#: the steps, as multiples of the first, at which a disagreeing direction's quotient is taken again
+FD_STEPS = (0.5, 0.75, 1.5, 2.0)
+#: a disagreement up to this many times the quotients' spread is within what they resolve (the
+#: spread of a few samples can fall short of the first quotient's own round-off)
+FD_SPREAD = 4.0
 
 
 def _promote(e: Expr) -> Expr:
@@ -91,15 +104,16 @@ def check_grad(program: Program | Tape, inputs: Mapping[str, Any], wrt: str | Se
     relative to the largest magnitude among the ``wrt`` inputs. The relative error of one
     direction is ``|fd - ad| / max(|fd|, |ad|, atol)``; ``atol`` defaults to
     ``1e-7 * (1 + |L|)`` so directions with a (near) zero derivative are judged absolutely.
-    ``rtol`` defaults to 1e-5 for f64 programs and 2e-3 for f32 ones (whose gradients carry f32
-    round-off). A NaN or infinite value in either gradient (reverse mode, or the finite
-    differences) fails the check. On failure it raises AssertionError with every direction's
-    numbers and the worst element: up to ``report_elements`` elements are differenced one at a
-    time, and the one with the largest error is named with its index, both values and the
-    error. Inputs of any kind ``dispatch`` accepts are copied to the host first (the probes run
-    on numpy arrays on ``backend``). Keep inputs away from kinks (``abs`` at 0, ``min`` ties,
-    branch boundaries), where finite differences are meaningless. ``wrt`` and ``outputs`` are a
-    name or a list of names; ``program`` may be a ``@vyre.kernel`` function."""
+    ``rtol`` defaults to 1e-5 for f64 programs and 2e-3 for f32 ones (whose gradients carry f32 round-off). A
+    direction that disagrees is differenced again at other steps, and its floor raised to what those quotients
+    resolve (``FD_SPREAD`` times their spread over ``rtol``): the round-off of a difference quotient is not a
+    wrong gradient (module docstring). A NaN or infinite value in either gradient (reverse mode, or the finite
+    differences) fails the check. On failure it raises AssertionError with every direction's numbers and the
+    worst element: up to ``report_elements`` elements are differenced one at a time, and the one with the
+    largest error is named with its index, both values and the error. Inputs of any kind ``dispatch`` accepts
+    are copied to the host first (the probes run on numpy arrays on ``backend``). Keep inputs away from kinks
+    (``abs`` at 0, ``min`` ties, branch boundaries), where finite differences are meaningless. ``wrt`` and
+    ``outputs`` are a name or a list of names; ``program`` may be a ``@vyre.kernel`` function."""
     wrt = as_names(wrt, "wrt")
     program = as_tape(program) or program  # a Tape, or a list of steps
     if isinstance(program, Tape):
@@ -148,14 +162,24 @@ def check_grad(program: Program | Tape, inputs: Mapping[str, Any], wrt: str | Se
     floor = atol if atol is not None else 1e-7 * (1.0 + abs(l0) if math.isfinite(l0) else 1.0)
     worst = 0.0
     lines = []
+    unresolved = False  # a failing direction whose quotients disagree among themselves
     for _ in range(directions):
         v = {w: rng.standard_normal(np.asarray(inputs[w]).size) for w in wrt}
         fd = (loss(v, h) - loss(v, -h)) / (2 * h)
         with np.errstate(all="ignore"):
             ad = float(sum(np.dot(np.asarray(g[w], dtype=np.float64).reshape(-1), v[w]) for w in wrt))
         err = _rel_err(fd, ad, floor)
+        spread = ""
+        if err > tol and math.isfinite(err):
+            # is the disagreement the quotient's own? (only where it fails: 8 more forward runs)
+            quotients = [(loss(v, k * h) - loss(v, -k * h)) / (2 * k * h) for k in FD_STEPS]
+            wide = max(*quotients, fd) - min(*quotients, fd)
+            if math.isfinite(wide):
+                err = _rel_err(fd, ad, max(floor, FD_SPREAD * wide / tol))
+                spread = f" (quotients at {FD_STEPS[0]:g}-{FD_STEPS[-1]:g}x the step spread {wide:.3g})"
+                unresolved |= err > tol and wide > 0.1 * abs(fd)
         worst = max(worst, err)
-        lines.append(f"  finite difference {fd:.12g}, reverse mode {ad:.12g}, relative error {err:.3g}")
+        lines.append(f"  finite difference {fd:.12g}, reverse mode {ad:.12g}, relative error {err:.3g}{spread}")
     nonfinite = [f"{w}[{int(i)}] = {np.asarray(g[w]).reshape(-1)[i]}" for w in wrt
                  for i in np.nonzero(~np.isfinite(np.asarray(g[w], dtype=np.float64).reshape(-1)))[0][:3]]
     if nonfinite:
@@ -164,8 +188,12 @@ def check_grad(program: Program | Tape, inputs: Mapping[str, Any], wrt: str | Se
         head = (f"gradient check failed (worst relative error {worst:.3g} > {tol:.3g}"
                 + (f"; reverse mode gave non-finite values: {', '.join(nonfinite)}" if nonfinite else "")
                 + "):\n")
+        hint = ("\n  the difference quotients change by more than a tenth with the step: they do not resolve "
+                "this derivative here (a kink, a branch boundary, or a function too steep for the step, "
+                "such as a value squared many times). Fix: move the inputs away from it, or pass another eps"
+                if unresolved and not nonfinite else "")
         raise AssertionError(head + "\n".join(lines) + "\n" + _worst_element(
-            loss, g, inputs, wrt, h, floor, report_elements, rng))
+            loss, g, inputs, wrt, h, floor, report_elements, rng) + hint)
     return worst
 
 
