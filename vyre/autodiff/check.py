@@ -99,21 +99,22 @@ def check_grad(program: Program | Tape, inputs: Mapping[str, Any], wrt: str | Se
                report_elements: int = 32) -> float:
     """Compare ``vjp`` with central finite differences; return the worst relative error.
 
-    ``program`` may be a :class:`~vyre.autodiff.tape.Tape` (a sequence of dispatches).
-    ``outputs``: the float outputs probed (default: every float output). ``eps``: the step,
-    relative to the largest magnitude among the ``wrt`` inputs. The relative error of one
-    direction is ``|fd - ad| / max(|fd|, |ad|, atol)``; ``atol`` defaults to
-    ``1e-7 * (1 + |L|)`` so directions with a (near) zero derivative are judged absolutely.
-    ``rtol`` defaults to 1e-5 for f64 programs and 2e-3 for f32 ones (whose gradients carry f32 round-off). A
-    direction that disagrees is differenced again at other steps, and its floor raised to what those quotients
-    resolve (``FD_SPREAD`` times their spread over ``rtol``): the round-off of a difference quotient is not a
-    wrong gradient (module docstring). A NaN or infinite value in either gradient (reverse mode, or the finite
-    differences) fails the check. On failure it raises AssertionError with every direction's numbers and the
-    worst element: up to ``report_elements`` elements are differenced one at a time, and the one with the
-    largest error is named with its index, both values and the error. Inputs of any kind ``dispatch`` accepts
-    are copied to the host first (the probes run on numpy arrays on ``backend``). Keep inputs away from kinks
-    (``abs`` at 0, ``min`` ties, branch boundaries), where finite differences are meaningless. ``wrt`` and
-    ``outputs`` are a name or a list of names; ``program`` may be a ``@vyre.kernel`` function."""
+    ``program`` may be a :class:`~vyre.autodiff.tape.Tape` (a sequence of dispatches). ``outputs``:
+    the float outputs probed (default: every float output). ``eps``: the step, relative to the
+    largest magnitude among the ``wrt`` inputs. The relative error of one direction is ``|fd - ad| /
+    max(|fd|, |ad|, atol)``; ``atol`` defaults to ``1e-7 * (1 + |L|)`` so directions with a (near)
+    zero derivative are judged absolutely. ``rtol`` defaults to 1e-5 for f64 programs and 2e-3 for
+    f32 ones (whose gradients carry f32 round-off). A direction that disagrees is differenced again
+    at other steps, and its floor raised to what those quotients resolve (``FD_SPREAD`` times their
+    spread over ``rtol``): the round-off of a difference quotient is not a wrong gradient (module
+    docstring). A NaN or infinite value in either gradient (reverse mode, or the finite differences)
+    fails the check. On failure it raises AssertionError with every direction's numbers and the
+    worst element: up to ``report_elements`` elements are differenced one at a time, and the one
+    with the largest error is named with its index, both values and the error. Inputs of any kind
+    ``dispatch`` accepts are copied to the host first (the probes run on numpy arrays on
+    ``backend``). Keep inputs away from kinks (``abs`` at 0, ``min`` ties, branch boundaries), where
+    finite differences are meaningless. ``wrt`` and ``outputs`` are a name or a list of names;
+    ``program`` may be a ``@vyre.kernel`` function."""
     wrt = as_names(wrt, "wrt")
     program = as_tape(program) or program  # a Tape, or a list of steps
     if isinstance(program, Tape):
