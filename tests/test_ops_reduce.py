@@ -371,6 +371,19 @@ def test_device_array_on_a_host_backend_is_an_error() -> None:
         ops.sum(FakeDevice(), backend="cpu")
 
 
+@pytest.mark.parametrize("call", [
+    lambda t: ops.sum(t), lambda t: ops.argmax(t, 0), lambda t: ops.softmax(t.reshape(2, 3)),
+    lambda t: ops.dot(t, t), lambda t: ops.matvec(t.reshape(2, 3), t[:3]),
+])
+def test_a_cpu_tensor_is_an_error_that_says_what_to_pass(call) -> None:
+    """vyre.ops takes PyTorch tensors on a CUDA device; one on the CPU is told how to get the
+    answer (a numpy view of it), not that vyre.ops takes PyTorch tensors."""
+    torch = pytest.importorskip("torch")
+    for t in (torch.arange(6, dtype=torch.float32), torch.ones(6, requires_grad=True)):
+        with pytest.raises(ops.OpsError, match=r"CUDA device, got one on cpu\. Fix: pass t\.numpy\(\)"):
+            call(t)
+
+
 def test_every_program_prints_parses_and_crosses_the_wire() -> None:
     """The op programs are ordinary programs: the printer's text (what `vyre show` reads and
     writes) parses back to the same program, and so does the wire format."""

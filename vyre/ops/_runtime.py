@@ -72,6 +72,10 @@ def _kind(x: Any) -> Kind:
         return {"cupy": Kind.CUPY, "torch": Kind.TORCH}.get(mod, Kind.DEVICE)
     if type(x).__module__.startswith("numba.cuda.simulator"):
         return Kind.DEVICE  # the simulator's device arrays export no interface
+    if mod.startswith("torch") and hasattr(x, "device"):
+        raise OpsError(f"vyre.ops takes PyTorch tensors on a CUDA device, got one on {x.device}. Fix: pass "
+                       "t.numpy() (no copy; t.detach().numpy() if it requires grad) and torch.from_numpy() the "
+                       "answer, or move the tensor to the GPU with t.cuda()")
     raise OpsError(f"vyre.ops takes numpy arrays or device arrays (CuPy, PyTorch, numba), got "
                    f"{type(x).__name__}. Fix: pass np.asarray(value, dtype=np.float32), or float64 where the "
                    "call's other arrays are float64")
