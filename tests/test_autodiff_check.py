@@ -104,9 +104,10 @@ def _cancelling(c: float) -> Program:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.floats(1e2, 1e6), st.integers(0, 2**16))
 def test_a_zero_gradient_passes_though_its_quotient_is_round_off(c: float, seed: int) -> None:
-    """Before the quotients' spread was taken into account, every one of these failed: a
-    quotient of 1e-10 against a reverse mode of exactly 0 is a relative error of 1e-3 against
-    the floor of 1e-7 (1 + |L|)."""
+    """Before the quotients' spread was taken into account, about one in eight of these checks
+    failed (15 of 120 in a seeded run), and so did this test: a quotient of 1e-10 against a
+    reverse mode of exactly 0 is a relative error of about 1e-3 against the floor of
+    1e-7 (1 + |L|)."""
     rng = np.random.default_rng(seed)
     args = {"x": rng.uniform(-2, 2, N), "y": rng.uniform(-2, 2, N), "out": np.zeros(N)}
     check_grad(_cancelling(c), args, ["y"], backend="interp", seed=seed)

@@ -166,14 +166,14 @@ def check_grad(program: Program | Tape, inputs: Mapping[str, Any], wrt: str | Se
     unresolved = False  # a failing direction whose quotients disagree among themselves
     for _ in range(directions):
         v = {w: rng.standard_normal(np.asarray(inputs[w]).size) for w in wrt}
-        fd = (loss(v, h) - loss(v, -h)) / (2 * h)
+        fd = _quotient(loss, v, h)
         with np.errstate(all="ignore"):
             ad = float(sum(np.dot(np.asarray(g[w], dtype=np.float64).reshape(-1), v[w]) for w in wrt))
         err = _rel_err(fd, ad, floor)
         spread = ""
         if err > tol and math.isfinite(err):
             # is the disagreement the quotient's own? (only where it fails: 8 more forward runs)
-            quotients = [(loss(v, k * h) - loss(v, -k * h)) / (2 * k * h) for k in FD_STEPS]
+            quotients = [_quotient(loss, v, k * h) for k in FD_STEPS]
             wide = max(*quotients, fd) - min(*quotients, fd)
             if math.isfinite(wide):
                 err = _rel_err(fd, ad, max(floor, FD_SPREAD * wide / tol))
@@ -198,6 +198,12 @@ def check_grad(program: Program | Tape, inputs: Mapping[str, Any], wrt: str | Se
     return worst
 
 
+def _quotient(loss: Callable[[Mapping[str, np.ndarray], float], float], v: Mapping[str, np.ndarray],
+              h: float) -> float:
+    """The central difference quotient of ``loss`` along ``v`` with step ``h``."""
+    return (loss(v, h) - loss(v, -h)) / (2 * h)
+
+
 def _worst_element(loss: Callable[[Mapping[str, np.ndarray], float], float],
                    g: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray], wrt: Sequence[str],
                    h: float, floor: float, limit: int, rng: np.random.Generator) -> str:
@@ -207,7 +213,7 @@ def _worst_element(loss: Callable[[Mapping[str, np.ndarray], float], float],
     for w, i in picked:
         unit = {w: np.zeros(np.asarray(inputs[w]).size)}
         unit[w][i] = 1.0
-        fd = (loss(unit, h) - loss(unit, -h)) / (2 * h)
+        fd = _quotient(loss, unit, h)
         ad = float(np.asarray(g[w], dtype=np.float64).reshape(-1)[i])
         rows.append((_rel_err(fd, ad, floor), w, i, fd, ad))
     if not rows:
